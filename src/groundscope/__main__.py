@@ -1,0 +1,7 @@
+"""``python -m groundscope``."""
+
+import sys
+
+from groundscope.cli import main
+
+sys.exit(main())

@@ -1,0 +1,237 @@
+"""Command line: ``groundscope eval | score | report | simulate``.
+
+Thin by design: argv -> config dict -> ``TaskConfig`` -> ``run_task``. User errors are one
+line on stderr and exit code 2; a run stopped by its error budget exits 1; Ctrl-C exits
+130 after saying how to resume. Heavy modules are imported only when a command runs, so
+``groundscope --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+_S = argparse.SUPPRESS
+
+
+def parse_kv_or_json(text: str) -> dict[str, Any]:
+    """``--generation-config`` value: a JSON object, or ``k=v,k2=v2`` (values as literals).
+
+    >>> parse_kv_or_json('temperature=0.2,max_tokens=64,do_sample=true,stop=END')
+    {'temperature': 0.2, 'max_tokens': 64, 'do_sample': True, 'stop': 'END'}
+    """
+    text = text.strip()
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        value = None
+    if isinstance(value, dict):
+        return value
+    out: dict[str, Any] = {}
+    for pair in filter(None, (p.strip() for p in text.split(","))):
+        if "=" not in pair:
+            raise argparse.ArgumentTypeError(f"expected key=value or a JSON object, got {pair!r}")
+        key, raw = (s.strip() for s in pair.split("=", 1))
+        try:
+            out[key] = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            out[key] = {"true": True, "false": False}.get(raw.lower(), raw)
+    return out
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("expected a JSON object")
+    return value
+
+
+def _limit(text: str) -> int | float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    return int(value) if value.is_integer() and value >= 1 else value
+
+
+def _add_eval_flags(p: argparse.ArgumentParser) -> None:
+    a = p.add_argument
+    a("--config", metavar="FILE", help="YAML/JSON task config; flags given here override it")
+    a("--model", default=_S, help="model name sent in each request")
+    a("--model-id", default=_S, help="model name shown in reports (default: --model)")
+    a("--api-url", default=_S, help="OpenAI-compatible base URL, e.g. http://host:8000/v1")
+    a("--api-key", default=_S, help="API key, or $ENV_VAR to read it from the environment")
+    a("--eval-type", default=_S, help="openai_api (a live endpoint) or mock (built-in offline model)")
+    a("--datasets", nargs="+", default=_S, help="dataset names, e.g. general_vqa general_vmcq")
+    a("--dataset-args", type=_json_object, default=_S, help="JSON: per-dataset arguments")
+    a("--limit", type=_limit, default=_S, help="first N records per subset, or a fraction in (0,1)")
+    a("--eval-batch-size", "--max-concurrency", dest="eval_batch_size", type=int, default=_S,
+      help="requests in flight at once (default 8)")
+    a("--generation-config", type=parse_kv_or_json, default=_S,
+      help="JSON or k=v,... passed into each request (temperature defaults to 0)")
+    a("--judge", type=_json_object, default=_S, help="JSON judge config (see README)")
+    a("--work-dir", default=_S, help="where run directories are created (default ./outputs)")
+    a("--no-timestamp", action="store_true", default=_S, help="write into --work-dir itself")
+    a("--use-cache", metavar="RUN_DIR", default=_S, help="resume a run directory")
+    a("--repeats", type=int, default=_S, help="ask each sample this many times")
+    a("--seed", type=int, default=_S, help="seed for shuffling and the bootstrap (default 42)")
+    a("--ignore-errors", action="store_true", default=_S,
+      help="record failed samples and go on (default: stop at the first failure)")
+    a("--max-error-rate", type=float, default=_S, help="stop when this share of samples failed")
+    a("--strict", action="store_true", default=_S, help="a bad record is fatal (default: skip it)")
+    a("--debug", action="store_true", default=_S, help="debug logging")
+    a("--timeout", type=float, default=_S, help="per-request timeout in seconds (default 300)")
+    a("--max-retries", type=int, default=_S, help="retries on 429/5xx/timeouts (default 5)")
+    a("--judge-concurrency", type=int, default=_S, help="judge requests in flight at once")
+    a("--sim-accuracy", type=float, default=_S, help="mock: share of correct answers (0.8)")
+    a("--sim-latency-ms", type=float, default=_S, help="mock: latency per request (0)")
+    a("--no-progress", action="store_true", help="plain log lines instead of a progress bar")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="groundscope",
+        description="Evaluate multimodal models served over OpenAI-compatible chat APIs.")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_eval_flags(sub.add_parser("eval", help="run an evaluation"))
+    score = sub.add_parser("score", help="re-score a run directory's saved predictions")
+    score.add_argument("run_dir")
+    score.add_argument("--judge", type=_json_object, default=None,
+                       help="JSON judge config (its api_key is not saved in the run)")
+    report = sub.add_parser("report", help="rebuild table, JSON and HTML from a run directory")
+    report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    sim = sub.add_parser("simulate", help="serve the offline model simulator on loopback")
+    sim.add_argument("--host", default="127.0.0.1")
+    sim.add_argument("--port", type=int, default=8000)
+    sim.add_argument("--datasets", nargs="+", required=True)
+    sim.add_argument("--dataset-args", type=_json_object, default={})
+    sim.add_argument("--accuracy", type=float, default=0.8)
+    sim.add_argument("--latency-ms", type=float, default=0.0)
+    sim.add_argument("--seed", type=int, default=0)
+    for kind in ("429", "500", "timeout", "malformed", "disconnect"):
+        sim.add_argument(f"--rate-{kind}", type=float, default=0.0,
+                         help=f"share of requests answered with a {kind} fault")
+    return parser
+
+
+def eval_config(ns: argparse.Namespace) -> dict[str, Any]:
+    """The config dict of ``groundscope eval``: config file first, flags over it."""
+    data: dict[str, Any] = {}
+    if ns.config:
+        from groundscope.config import _read_config_file
+        from pathlib import Path
+
+        data = _read_config_file(Path(ns.config))
+    skip = {"command", "config", "no_progress", "version", "sim_accuracy", "sim_latency_ms"}
+    for key, value in vars(ns).items():
+        if key not in skip:
+            data[key] = value
+    sim = dict(data.get("simulator") or {})
+    if hasattr(ns, "sim_accuracy"):
+        sim["accuracy"] = ns.sim_accuracy
+    if hasattr(ns, "sim_latency_ms"):
+        sim["latency_ms"] = ns.sim_latency_ms
+    if sim:
+        data["simulator"] = sim
+    return data
+
+
+def _cmd_eval(ns: argparse.Namespace) -> int:
+    from groundscope.config import load_config
+    from groundscope.report.table import render_summary
+    from groundscope.runner import Runner
+
+    cfg = load_config(eval_config(ns))
+    runner = Runner(cfg, progress=False if ns.no_progress else None)
+    import asyncio
+
+    try:
+        report = asyncio.run(runner.run())
+    except KeyboardInterrupt:
+        print(f"\ninterrupted; finished samples are saved. Resume with: groundscope eval "
+              f"... --use-cache {runner.run_dir}", file=sys.stderr)
+        return 130
+    print(report.table())
+    print(render_summary(report.datasets))
+    print(f"Results saved to {report.run_dir}")
+    return 0
+
+
+def _cmd_score(ns: argparse.Namespace) -> int:
+    from groundscope.rescore import rescore_run
+    from groundscope.report.table import render_summary
+
+    report = rescore_run(ns.run_dir, judge=ns.judge)
+    print(report.table())
+    print(render_summary(report.datasets))
+    return 0
+
+
+def _cmd_report(ns: argparse.Namespace) -> int:
+    from groundscope.rescore import rebuild_report
+
+    for run_dir in ns.run_dirs:
+        report = rebuild_report(run_dir)
+        print(report.table())
+    return 0
+
+
+def _cmd_simulate(ns: argparse.Namespace) -> int:
+    from groundscope.client.simulator import Oracle, SimBehaviour, serve_forever
+    from groundscope.config import load_config
+    from groundscope.errors import RecordError
+    from groundscope.runner import iter_samples, plan_dataset
+
+    cfg = load_config({"datasets": ns.datasets, "dataset_args": ns.dataset_args,
+                       "eval_type": "mock"})
+    samples = [s for name in cfg.datasets
+               for _, s in iter_samples(cfg, plan_dataset(cfg, name), strict=False)
+               if not isinstance(s, RecordError)]
+    behaviour = SimBehaviour(accuracy=ns.accuracy, latency_ms=ns.latency_ms, seed=ns.seed,
+                             rate_429=ns.rate_429, rate_500=ns.rate_500,
+                             rate_timeout=ns.rate_timeout, rate_malformed=ns.rate_malformed,
+                             rate_disconnect=ns.rate_disconnect)
+    print(f"simulating on http://{ns.host}:{ns.port}/v1 with {len(samples)} known samples",
+          file=sys.stderr, flush=True)
+    serve_forever(ns.host, ns.port, Oracle.from_samples(samples), behaviour)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    if ns.version:
+        from importlib.metadata import version
+
+        print(f"groundscope {version('groundscope')}")
+        return 0
+    commands = {"eval": _cmd_eval, "score": _cmd_score, "report": _cmd_report,
+                "simulate": _cmd_simulate}
+    if ns.command not in commands:
+        parser.print_help()
+        return 2
+    from groundscope.errors import ErrorBudgetExceeded, GroundscopeError
+
+    try:
+        return commands[ns.command](ns)
+    except ErrorBudgetExceeded as exc:
+        print(f"groundscope: {exc}", file=sys.stderr)
+        return 1
+    except GroundscopeError as exc:
+        print(f"groundscope: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""The one place where EvalScope's spellings are translated into groundscope's.
+
+Metric names in ``metric_list`` (``BLEU``, ``Rouge``, ``acc``), score keys in EvalScope's
+review files (``bleu-1``, ``Rouge-L-R``), eval types (``service`` is the old name of
+``openai_api``), and task-config keys that EvalScope accepts but that mean nothing for a
+remote multimodal evaluation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+log = logging.getLogger("groundscope")
+
+# metric_list spelling (lower-cased) -> canonical scorer name
+METRIC_NAMES: dict[str, str] = {
+    "bleu": "bleu",
+    "rouge": "rouge",
+    "acc": "accuracy",
+    "accuracy": "accuracy",
+    "exact_match": "exact_match",
+    "em": "exact_match",
+    "grounding": "grounding",
+    "completeness": "completeness",
+    "consistency": "consistency",
+}
+
+# EvalScope score key -> canonical metric key
+SCORE_KEYS: dict[str, str] = {
+    **{f"bleu-{n}": f"bleu-{n}" for n in range(1, 5)},
+    **{
+        f"Rouge-{v}-{s}": f"rouge-{v.lower()}-{s.lower()}"
+        for v in ("1", "2", "L")
+        for s in ("R", "P", "F")
+    },
+    "acc": "accuracy",
+}
+
+EVAL_TYPES = {"openai_api": "openai_api", "service": "openai_api", "server": "openai_api",
+              "mock": "mock", "simulator": "mock"}
+
+# TaskConfig keys EvalScope has that do not apply here: accepted with a warning.
+_IGNORED_TASK_KEYS = {"eval_backend", "dataset_hub", "model_task", "chat_template",
+                      "collect_perf", "enable_progress_tracker", "rerun_review"}
+
+
+def metric_name(name: str) -> str | None:
+    """The canonical scorer name for a ``metric_list`` entry, or None if unknown."""
+    return METRIC_NAMES.get(name.strip().lower())
+
+
+def translate_task_config(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Rewrite an EvalScope-style task config dict into groundscope's field names."""
+    out = dict(data)
+    for key in sorted(_IGNORED_TASK_KEYS & out.keys()):
+        log.warning("config key %r is EvalScope-specific and ignored by groundscope", key)
+        out.pop(key)
+    if isinstance(out.get("eval_type"), str):
+        out["eval_type"] = EVAL_TYPES.get(out["eval_type"], out["eval_type"])
+    if "max_concurrency" in out:
+        out["eval_batch_size"] = out.pop("max_concurrency")
+    gen = out.get("generation_config")
+    if isinstance(gen, Mapping):
+        gen = dict(gen)
+        # EvalScope keeps client settings in generation_config; they are not request fields.
+        if "timeout" in gen:
+            out.setdefault("timeout", gen.pop("timeout"))
+        for client_key in ("stream", "batch_size", "max_retries", "retries"):
+            gen.pop(client_key, None)
+        out["generation_config"] = gen
+    args = out.get("dataset_args")
+    if isinstance(args, Mapping):
+        out["dataset_args"] = {k: _translate_dataset_args(v) for k, v in args.items()}
+    return out
+
+
+def _translate_dataset_args(args: Any) -> Any:
+    if not isinstance(args, Mapping):
+        return args
+    out = dict(args)
+    # EvalScope lets ``dataset_id`` name a local directory; we call it local_path.
+    if "dataset_id" in out and "local_path" not in out:
+        out["local_path"] = out.pop("dataset_id")
+    return out

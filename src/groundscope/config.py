@@ -1,0 +1,285 @@
+"""Task configuration: what to evaluate, against which endpoint, and how.
+
+``TaskConfig`` accepts EvalScope's field names (``model``, ``api_url``, ``datasets``,
+``dataset_args``, ``eval_batch_size``, ``judge``, ...) so an existing config carries over;
+foreign spellings are translated in ``compat.py`` before validation. Unknown keys are an
+error with a did-you-mean. API keys are ``SecretStr``: they print as ``**********``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from groundscope import compat
+from groundscope.errors import ConfigError
+
+_ENV_REF = re.compile(r"^\$(?:\{(\w+)\}|(\w+))$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class DatasetArgs(_Strict):
+    """``dataset_args[<name>]``: where a dataset lives and how to turn it into prompts."""
+
+    local_path: str | None = None
+    subset_list: list[str] | None = None
+    system_prompt: str | None = None
+    prompt_template: str | None = None
+    metric_list: list[str] | None = None
+    shuffle: bool = False
+    shuffle_choices: bool = False
+    few_shot_num: int = 0
+    eval_split: str | None = None
+
+    @field_validator("few_shot_num")
+    @classmethod
+    def _zero_shot_only(cls, v: int) -> int:
+        if v != 0:
+            raise ValueError("custom multimodal datasets are zero-shot; few_shot_num must be 0")
+        return v
+
+    @field_validator("metric_list")
+    @classmethod
+    def _known_metrics(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return v
+        out = []
+        for name in v:
+            canonical = compat.metric_name(name)
+            if canonical is None:
+                raise ValueError(
+                    f"unknown metric {name!r}{_did_you_mean(name, compat.METRIC_NAMES)}; "
+                    f"known: {', '.join(sorted(set(compat.METRIC_NAMES.values())))}"
+                )
+            out.append(canonical)
+        return out
+
+
+class JudgeModel(_Strict):
+    """One judge endpoint."""
+
+    model_id: str
+    api_url: str
+    api_key: SecretStr | None = None
+    generation_config: dict[str, Any] = Field(default_factory=dict)
+
+
+class JudgeConfig(_Strict):
+    """``judge={...}``: how free-form answers are judged (SPEC section 8)."""
+
+    strategy: Literal["auto", "rule", "llm", "llm_recall"] = "auto"
+    models: list[JudgeModel] = Field(default_factory=list)
+    multimodal: bool = False
+    max_retries: int = Field(default=2, ge=0)
+    human_label_field: str = "human_label"
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _one_or_many(cls, v: Any) -> Any:
+        if isinstance(v, Mapping):
+            return [v]
+        return v
+
+
+class SimulatorArgs(_Strict):
+    """Behaviour of the built-in offline model used by ``eval_type='mock'``."""
+
+    accuracy: float = Field(default=0.8, ge=0.0, le=1.0)
+    latency_ms: float = Field(default=0.0, ge=0.0)
+    seed: int = 0
+
+
+class TaskConfig(_Strict):
+    """Everything one evaluation run needs. See the README for each field."""
+
+    model: str = "groundscope-sim"
+    model_id: str | None = None
+    api_url: str | None = None
+    api_key: SecretStr | None = None
+    eval_type: Literal["openai_api", "mock"] = "openai_api"
+    datasets: list[str] = Field(default_factory=list, min_length=1)
+    dataset_args: dict[str, DatasetArgs] = Field(default_factory=dict)
+    limit: int | float | None = None
+    eval_batch_size: int = Field(default=8, ge=1)
+    generation_config: dict[str, Any] = Field(default_factory=dict)
+    judge: JudgeConfig | None = None
+    work_dir: str = "./outputs"
+    no_timestamp: bool = False
+    use_cache: str | None = None
+    repeats: int = Field(default=1, ge=1)
+    seed: int = 42
+    ignore_errors: bool = False
+    strict: bool = False
+    debug: bool = False
+    timeout: float = Field(default=300.0, gt=0)
+    max_retries: int = Field(default=5, ge=0)
+    judge_concurrency: int | None = Field(default=None, ge=1)
+    max_error_rate: float | None = Field(default=None, ge=0.0, le=1.0)
+    simulator: SimulatorArgs = Field(default_factory=SimulatorArgs)
+
+    @field_validator("limit")
+    @classmethod
+    def _limit(cls, v: int | float | None) -> int | float | None:
+        if v is None:
+            return v
+        if isinstance(v, float) and v.is_integer() and v >= 1:
+            return int(v)
+        if isinstance(v, float) and not 0.0 < v < 1.0:
+            raise ValueError("a fractional limit must be in (0, 1); use an integer for a count")
+        if isinstance(v, int) and v < 0:
+            raise ValueError("limit must be >= 0")
+        return v
+
+    @property
+    def model_name(self) -> str:
+        """The name shown in reports and used for output folders."""
+        return self.model_id or self.model
+
+    def redacted(self) -> dict[str, Any]:
+        """The config as JSON-able data with every secret replaced by ``***``."""
+        data = self.model_dump(mode="json")
+        if self.api_key is not None:
+            data["api_key"] = "***"
+        if self.judge is not None:
+            for m in data["judge"]["models"]:
+                if m.get("api_key") is not None:
+                    m["api_key"] = "***"
+        return data
+
+    def secrets(self) -> list[str]:
+        """Every secret value in this config (for log/output scrubbing)."""
+        found = []
+        if self.api_key is not None:
+            found.append(self.api_key.get_secret_value())
+        if self.judge is not None:
+            found += [m.api_key.get_secret_value() for m in self.judge.models if m.api_key]
+        return [s for s in found if s and s != "EMPTY"]
+
+
+def expand_env(value: str, where: str) -> str:
+    """Expand a value that is exactly ``$NAME`` or ``${NAME}`` from the environment."""
+    m = _ENV_REF.match(value.strip())
+    if not m:
+        return value
+    name = m.group(1) or m.group(2)
+    if name not in os.environ:
+        raise ConfigError(f"{where}: environment variable {name} is not set")
+    return os.environ[name]
+
+
+def _did_you_mean(word: str, choices: Any) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _check_keys(data: Mapping[str, Any], model: type[BaseModel], where: str) -> None:
+    allowed = set(model.model_fields)
+    for key in data:
+        if key not in allowed:
+            raise ConfigError(f"{where}: unknown key {key!r}{_did_you_mean(key, allowed)}")
+
+
+def _expand_secrets(data: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(data.get("api_key"), str):
+        data["api_key"] = expand_env(data["api_key"], "api_key")
+    judge = data.get("judge")
+    if isinstance(judge, Mapping):
+        judge = dict(judge)
+        models = judge.get("models")
+        many = models if isinstance(models, list) else [models] if models else []
+        fixed = []
+        for i, m in enumerate(many):
+            m = dict(m) if isinstance(m, Mapping) else m
+            if isinstance(m, dict) and isinstance(m.get("api_key"), str):
+                m["api_key"] = expand_env(m["api_key"], f"judge.models[{i}].api_key")
+            fixed.append(m)
+        if models is not None:
+            judge["models"] = fixed
+        data["judge"] = judge
+    return data
+
+
+def _format_validation_error(err: ValidationError) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "config"
+    msg = first["msg"].removeprefix("Value error, ")
+    more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    return f"{loc}: {msg}{more}"
+
+
+def load_config(source: TaskConfig | Mapping[str, Any] | str | Path) -> TaskConfig:
+    """Build a ``TaskConfig`` from a config object, a dict, or a YAML/JSON file path.
+
+    Raises ``ConfigError`` with a one-line message naming the offending key.
+    """
+    if isinstance(source, TaskConfig):
+        return source
+    if isinstance(source, str | Path):
+        data = _read_config_file(Path(source))
+    elif isinstance(source, Mapping):
+        data = dict(source)
+    else:
+        raise ConfigError(f"cannot build a TaskConfig from {type(source).__name__}")
+    data = compat.translate_task_config(data)
+    _check_keys(data, TaskConfig, "config")
+    for name, args in (data.get("dataset_args") or {}).items():
+        if isinstance(args, Mapping):
+            _check_keys(args, DatasetArgs, f"dataset_args.{name}")
+    if isinstance(data.get("judge"), Mapping):
+        _check_keys(data["judge"], JudgeConfig, "judge")
+    data = _expand_secrets(data)
+    try:
+        cfg = TaskConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format_validation_error(err)) from None
+    _cross_check(cfg)
+    return cfg
+
+
+def _read_config_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix.lower() in {".yaml", ".yml"}:
+            import yaml
+
+            data = yaml.safe_load(text)
+        else:
+            data = json.loads(text)
+    except Exception as exc:  # noqa: BLE001 - any parse failure is a config error
+        raise ConfigError(f"{path}: cannot parse config: {exc}".splitlines()[0]) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a config file must hold a mapping of keys")
+    return data
+
+
+def _cross_check(cfg: TaskConfig) -> None:
+    from groundscope.dataset import FORMATS
+
+    for name in cfg.datasets:
+        if name not in FORMATS:
+            raise ConfigError(
+                f"datasets: unknown dataset {name!r}{_did_you_mean(name, FORMATS)}; "
+                f"known: {', '.join(sorted(FORMATS))}"
+            )
+    for name in cfg.dataset_args:
+        if name not in cfg.datasets:
+            raise ConfigError(
+                f"dataset_args.{name}: not among --datasets ({', '.join(cfg.datasets)})"
+                f"{_did_you_mean(name, cfg.datasets)}"
+            )
+    if cfg.eval_type == "openai_api" and not cfg.api_url:
+        raise ConfigError("api_url: required for eval_type openai_api (or use --eval-type mock)")
+    if cfg.judge is not None and cfg.judge.strategy in {"llm", "llm_recall"} and not cfg.judge.models:
+        raise ConfigError(f"judge.models: strategy {cfg.judge.strategy!r} needs at least one model")

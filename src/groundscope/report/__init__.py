@@ -1,0 +1,1 @@
+"""Reports: the versioned JSON model, the terminal table, the HTML page."""

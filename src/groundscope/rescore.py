@@ -1,0 +1,148 @@
+"""Work on a finished run directory without calling the evaluated model.
+
+``rescore_run`` scores the saved predictions again (new scorers, a fixed scorer, a judge
+added later) and rewrites ``reviews/`` and ``reports/``; ``rebuild_report`` only
+re-aggregates the saved reviews into the JSON reports, the table and the HTML page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from groundscope.config import TaskConfig, load_config
+from groundscope.errors import StoreError
+from groundscope.metrics import MetricAccumulator
+from groundscope.report.model import DatasetReport, MetricRow, Report, Summary
+from groundscope.scoring import build_scorers
+from groundscope.store import (
+    RunStore,
+    prediction_from_json,
+    read_jsonl,
+    sample_from_json,
+    score_from_json,
+)
+from groundscope.types import PredictionStatus
+
+
+def load_run_config(run_dir: Path, judge: Mapping[str, Any] | None = None) -> TaskConfig:
+    """The run's saved config, with secrets dropped (and a judge config, if given, put in)."""
+    path = run_dir / "config.json"
+    if not path.is_file():
+        raise StoreError(f"{run_dir}: not a groundscope run directory (no config.json)")
+    data = orjson.loads(path.read_bytes())
+    data.pop("schema_version", None)
+    if data.get("api_key") == "***":
+        data["api_key"] = None
+    if judge is not None:
+        data["judge"] = dict(judge)
+    elif isinstance(data.get("judge"), dict):
+        for m in data["judge"].get("models", []):
+            if m.get("api_key") == "***":
+                m["api_key"] = None
+    data["use_cache"] = None
+    return load_config(data)
+
+
+def _dataset_meta(name: str) -> tuple[str, str, tuple[str, ...]]:
+    from groundscope.dataset import FORMATS
+
+    fmt = FORMATS[name]
+    return fmt.pretty_name, fmt.primary_metric, tuple(fmt.default_metrics)
+
+
+def _skipped_counts(run_dir: Path) -> dict[str, int]:
+    path = run_dir / "skipped.jsonl"
+    counts: dict[str, int] = {}
+    if path.exists():
+        for row in read_jsonl(path):
+            counts[row["dataset"]] = counts.get(row["dataset"], 0) + 1
+    return counts
+
+
+def _summary(rows: list[dict[str, Any]], skipped: int) -> Summary:
+    s = Summary(skipped=skipped)
+    for row in rows:
+        s.requested += 1
+        if row["status"] == PredictionStatus.OK.value:
+            s.succeeded += 1
+        else:
+            s.errored += 1
+            kind = row.get("error_kind") or "error"
+            s.errors_by_kind[kind] = s.errors_by_kind.get(kind, 0) + 1
+    return s
+
+
+def rescore_run(run_dir: str | Path, *, judge: Mapping[str, Any] | None = None) -> Report:
+    """Score every saved prediction again and rewrite the reviews and reports."""
+    return asyncio.run(_rescore(Path(run_dir), judge))
+
+
+async def _rescore(run_dir: Path, judge: Mapping[str, Any] | None) -> Report:
+    cfg = load_run_config(run_dir, judge)
+    store = RunStore.open(run_dir, cfg.model_name)
+    skipped = _skipped_counts(run_dir)
+    reports = []
+    try:
+        for name in cfg.datasets:
+            pretty, primary, defaults = _dataset_meta(name)
+            args = cfg.dataset_args.get(name)
+            scorers = build_scorers((args.metric_list if args else None) or list(defaults))
+            acc = MetricAccumulator()
+            rows_all: list[dict[str, Any]] = []
+            for dataset, subset in store.saved_subsets():
+                if dataset != name:
+                    continue
+                rows = list(store.load_predictions(name, subset).values())
+                rows_all += rows
+                store.reviews_file(name, subset).unlink(missing_ok=True)
+                for row in rows:
+                    sample = sample_from_json(row, name, subset)
+                    pred = prediction_from_json(row)
+                    for scorer in scorers:
+                        score = await scorer.score(sample, pred)
+                        store.append_score(name, subset, score, pred.request_hash)
+                        acc.add(subset, score, scorer.keys)
+            rep = DatasetReport(
+                model=cfg.model_name, dataset=name, pretty_name=pretty, primary_metric=primary,
+                subsets=acc.subsets(), summary=_summary(rows_all, skipped.get(name, 0)),
+                metrics=[MetricRow.from_result(r) for r in acc.results(seed=cfg.seed)])
+            store.write_report(name, rep.model_dump(mode="json"))
+            reports.append(rep)
+    finally:
+        store.close()
+    return Report(run_dir=str(run_dir), model=cfg.model_name, datasets=reports)
+
+
+def rebuild_report(run_dir: str | Path) -> Report:
+    """Re-aggregate saved reviews into reports (no scorer runs, no request is sent)."""
+    path = Path(run_dir)
+    cfg = load_run_config(path)
+    store = RunStore.open(path, cfg.model_name)
+    skipped = _skipped_counts(path)
+    reports = []
+    for name in cfg.datasets:
+        pretty, primary, defaults = _dataset_meta(name)
+        args = cfg.dataset_args.get(name)
+        keys = {s.name: s.keys
+                for s in build_scorers((args.metric_list if args else None) or list(defaults))}
+        acc = MetricAccumulator()
+        rows_all: list[dict[str, Any]] = []
+        for dataset, subset in store.saved_subsets():
+            if dataset != name:
+                continue
+            rows_all += list(store.load_predictions(name, subset).values())
+            for row in store.load_reviews(name, subset).values():
+                score = score_from_json(row)
+                acc.add(subset, score, keys.get(score.scorer, tuple(score.values)))
+        rep = DatasetReport(
+            model=cfg.model_name, dataset=name, pretty_name=pretty, primary_metric=primary,
+            subsets=acc.subsets(), summary=_summary(rows_all, skipped.get(name, 0)),
+            metrics=[MetricRow.from_result(r) for r in acc.results(seed=cfg.seed)])
+        store.write_report(name, rep.model_dump(mode="json"))
+        reports.append(rep)
+    return Report(run_dir=str(path), model=cfg.model_name, datasets=reports)

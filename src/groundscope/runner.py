@@ -1,0 +1,395 @@
+"""The only orchestration: load -> request -> store -> score -> store -> aggregate.
+
+One evaluation is a stream of work items ``(dataset, subset, sample, repeat)``. At most
+``eval_batch_size`` items are in flight; each is requested (or taken from the resume
+cache), its prediction appended to the run directory *before* scoring, then scored and the
+scores appended. Nothing is held per sample but a few floats for the averages, so memory
+grows with the concurrency, not the dataset.
+
+Failure policy: a sample whose request fails for good is recorded as errored. Without
+``ignore_errors`` the first such failure stops the run (as in EvalScope); with it, the run
+goes on until the error rate crosses ``max_error_rate`` (no limit by default). Either way
+everything finished is kept, and ``--use-cache RUN_DIR`` resumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from groundscope import logs
+from groundscope.config import DatasetArgs, TaskConfig
+from groundscope.errors import (
+    ConfigError,
+    ErrorBudgetExceeded,
+    GroundscopeError,
+    MediaError,
+    ModelError,
+    RecordError,
+)
+from groundscope.metrics import MetricAccumulator
+from groundscope.report.model import DatasetReport, MetricRow, Report, Summary
+from groundscope.scoring import Scorer, build_scorers
+from groundscope.store import RunStore, prediction_from_json
+from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
+
+log = logging.getLogger("groundscope")
+
+
+@dataclass
+class _DatasetRun:
+    """Per-dataset state of one run."""
+
+    name: str
+    pretty_name: str
+    primary_metric: str
+    args: DatasetArgs
+    scorers: list[Scorer]
+    subsets: list[str]
+    summary: Summary = field(default_factory=Summary)
+    acc: MetricAccumulator = field(default_factory=MetricAccumulator)
+    cache: dict[str, dict[tuple[str, int], dict[str, Any]]] = field(default_factory=dict)
+    review_cache: dict[str, dict[tuple[str, int, str], dict[str, Any]]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Item:
+    run: _DatasetRun
+    subset: str
+    sample: Sample
+    repeat: int
+
+
+def plan_dataset(cfg: TaskConfig, name: str) -> _DatasetRun:
+    """Resolve a dataset's format, path, subsets and scorers (no record is read)."""
+    from groundscope.dataset import FORMATS
+    from groundscope.dataset.discover import list_subsets
+
+    fmt = FORMATS[name]
+    args = cfg.dataset_args.get(name, DatasetArgs())
+    if not args.local_path:
+        raise ConfigError(
+            f"dataset_args.{name}.local_path: required (a directory or a file); "
+            "groundscope never downloads datasets"
+        )
+    subsets = args.subset_list or list_subsets(Path(args.local_path), args.eval_split or fmt.split)
+    metric_names = args.metric_list or list(fmt.default_metrics)
+    scorers = build_scorers(metric_names)
+    return _DatasetRun(name=name, pretty_name=fmt.pretty_name, primary_metric=fmt.primary_metric,
+                       args=args, scorers=scorers, subsets=subsets)
+
+
+def iter_samples(cfg: TaskConfig, run: _DatasetRun, *, strict: bool) -> Iterator[tuple[str, Sample | RecordError]]:
+    """The dataset's samples (or bad records), subset by subset, limit and shuffle applied."""
+    from groundscope.dataset import load_samples
+
+    args = run.args
+    ctx = {"system_prompt": args.system_prompt, "prompt_template": args.prompt_template,
+           "shuffle_choices": args.shuffle_choices, "seed": cfg.seed, "split": args.eval_split}
+    for subset in run.subsets:
+        stream = load_samples(run.name, Path(args.local_path or ""), [subset],
+                              limit=None if args.shuffle else cfg.limit, ctx_kwargs=ctx,
+                              strict=strict)
+        if not args.shuffle:
+            yield from stream
+            continue
+        items = list(stream)
+        random.Random(cfg.seed).shuffle(items)
+        good = [it for it in items if not isinstance(it[1], RecordError)]
+        bad = [it for it in items if isinstance(it[1], RecordError)]
+        n = _resolve_limit(cfg.limit, len(good))
+        yield from bad
+        yield from good[:n]
+
+
+def _resolve_limit(limit: int | float | None, size: int) -> int:
+    if limit is None:
+        return size
+    if isinstance(limit, float):
+        return int(size * limit)
+    return min(limit, size)
+
+
+class Runner:
+    """Runs one ``TaskConfig``. Use ``await Runner(cfg).run()``; see ``run_task``."""
+
+    def __init__(self, cfg: TaskConfig, *, progress: bool | None = None) -> None:
+        self.cfg = cfg
+        self.progress = sys.stderr.isatty() if progress is None else progress
+        self.datasets = [plan_dataset(cfg, name) for name in cfg.datasets]
+        if cfg.use_cache:
+            self.store = RunStore.open(cfg.use_cache, cfg.model_name)
+        else:
+            self.store = RunStore.create(cfg.work_dir, cfg.model_name, no_timestamp=cfg.no_timestamp)
+        self._error_budget = cfg.max_error_rate if cfg.max_error_rate is not None else (
+            1.0 if cfg.ignore_errors else 0.0)
+        self._done = 0
+        self._errored = 0
+        self._stop_reason: str | None = None
+        self._bar: Any = None
+
+    @property
+    def run_dir(self) -> Path:
+        return self.store.run_dir
+
+    # ------------------------------------------------------------------ top level
+
+    async def run(self) -> Report:
+        cfg = self.cfg
+        logs.configure(debug=cfg.debug, secrets=cfg.secrets(), log_file=self.store.log_file)
+        log.info("run directory: %s", self.run_dir)
+        self.store.write_config(cfg.redacted())
+        try:
+            async with AsyncExitStack() as stack:
+                api_url = cfg.api_url
+                if cfg.eval_type == "mock":
+                    api_url = await self._start_simulator(stack)
+                from groundscope.client.openai import ChatClient
+                from groundscope.client.retry import RetryPolicy
+
+                client = ChatClient(
+                    api_url or "", cfg.model, api_key=cfg.api_key,
+                    generation_config=cfg.generation_config, timeout=cfg.timeout,
+                    retry=RetryPolicy(max_retries=cfg.max_retries),
+                    concurrency=cfg.eval_batch_size,
+                )
+                stack.push_async_callback(client.aclose)
+                await self._evaluate(client)
+        finally:
+            self._close_progress()
+            self.store.close()
+        report = self._build_report()
+        if self._stop_reason:
+            logs.close()
+            raise ErrorBudgetExceeded(self._stop_reason)
+        return report
+
+    async def _start_simulator(self, stack: AsyncExitStack) -> str:
+        from groundscope.client.simulator import Oracle, SimBehaviour, SimulatorServer
+
+        samples = (s for run in self.datasets
+                   for _, s in iter_samples(self.cfg, run, strict=False)
+                   if not isinstance(s, RecordError))
+        oracle = Oracle.from_samples(samples)
+        sim = self.cfg.simulator
+        server = SimulatorServer(oracle, SimBehaviour(accuracy=sim.accuracy,
+                                                      latency_ms=sim.latency_ms, seed=sim.seed))
+        url = await server.astart()
+        stack.push_async_callback(server.astop)
+        log.info("offline model simulator listening on %s (accuracy %.2f)", url, sim.accuracy)
+        return url
+
+    # ------------------------------------------------------------------ the stream
+
+    def _items(self) -> Iterator[_Item]:
+        for run in self.datasets:
+            seen: dict[str, str] = {}
+            for subset, item in iter_samples(self.cfg, run, strict=self.cfg.strict):
+                if isinstance(item, RecordError):
+                    self._skip(run, subset, str(item))
+                    continue
+                first = seen.setdefault(item.id, str(item.origin))
+                if first != str(item.origin):
+                    self._skip(run, subset, f"{item.origin}: id: duplicate sample id {item.id!r} "
+                                            f"(first at {first})")
+                    continue
+                for repeat in range(self.cfg.repeats):
+                    yield _Item(run, subset, item, repeat)
+
+    def _skip(self, run: _DatasetRun, subset: str, problem: str) -> None:
+        run.summary.skipped += 1
+        self.store.append_skipped(run.name, subset, problem)
+        log.warning("skipped bad record: %s", problem)
+
+    async def _evaluate(self, client: Any) -> None:
+        slots = asyncio.Semaphore(self.cfg.eval_batch_size)
+        self._open_progress()
+        async with asyncio.TaskGroup() as tg:
+            for item in self._items():
+                if self._stop_reason:
+                    break
+                await slots.acquire()
+                if self._stop_reason:
+                    slots.release()
+                    break
+                tg.create_task(self._guarded(client, item, slots))
+
+    async def _guarded(self, client: Any, item: _Item, slots: asyncio.Semaphore) -> None:
+        try:
+            await self._process(client, item)
+        finally:
+            slots.release()
+
+    async def _process(self, client: Any, item: _Item) -> None:
+        from groundscope.client.openai import request_hash
+
+        run, sample = item.run, item.sample
+        cached = False
+        try:
+            req_hash = request_hash(sample.messages, self.cfg.model, self.cfg.generation_config)
+        except MediaError as exc:
+            req_hash = "unhashable"
+            pred = Prediction(sample.id, req_hash, PredictionStatus.ERROR, error=str(exc),
+                              error_kind="media", attempts=0, repeat=item.repeat)
+        else:
+            hit = self._cached_prediction(item, req_hash)
+            cached = hit is not None
+            pred = hit or await self._predict(client, sample, req_hash, item.repeat)
+        if not cached:
+            self.store.append_prediction(run.name, item.subset, sample, pred)
+        self._count(run, pred, from_cache=cached)
+        await self._score(item, pred, req_hash, reuse=cached)
+        self._advance()
+
+    def _cached_prediction(self, item: _Item, req_hash: str) -> Prediction | None:
+        run = item.run
+        if not self.cfg.use_cache:
+            return None
+        if item.subset not in run.cache:
+            run.cache[item.subset] = self.store.load_predictions(run.name, item.subset)
+            run.review_cache[item.subset] = self.store.load_reviews(run.name, item.subset)
+        row = run.cache[item.subset].get((item.sample.id, item.repeat))
+        if row is None:
+            return None
+        if row["request_hash"] != req_hash:
+            run.summary.changed += 1
+            log.warning("%s: request changed since the cached run (prompt, media, model or "
+                        "generation config); requesting it again", item.sample.origin)
+            return None
+        if row["status"] != PredictionStatus.OK.value:
+            return None  # errored before: try again
+        return prediction_from_json(row)
+
+    async def _predict(self, client: Any, sample: Sample, req_hash: str, repeat: int) -> Prediction:
+        attempts = 1
+
+        def on_retry(attempt: int, error: Exception, delay: float) -> None:
+            nonlocal attempts
+            attempts = attempt + 1
+            log.debug("%s: retry %d in %.2fs after %s", sample.id, attempt, delay, error)
+
+        start = time.perf_counter()
+        try:
+            completion = await client.complete(sample.messages, on_retry=on_retry)
+        except MediaError as exc:
+            return Prediction(sample.id, req_hash, PredictionStatus.ERROR, error=str(exc),
+                              error_kind="media", attempts=attempts, repeat=repeat,
+                              latency_s=time.perf_counter() - start)
+        except ModelError as exc:
+            return Prediction(sample.id, req_hash, PredictionStatus.ERROR, error=str(exc),
+                              error_kind=exc.kind, attempts=attempts, repeat=repeat,
+                              latency_s=time.perf_counter() - start)
+        return Prediction(sample.id, req_hash, PredictionStatus.OK, completion=completion,
+                          attempts=attempts, latency_s=time.perf_counter() - start, repeat=repeat)
+
+    async def _score(self, item: _Item, pred: Prediction, req_hash: str, *, reuse: bool) -> None:
+        from groundscope.store import score_from_json
+
+        run = item.run
+        reviews = run.review_cache.get(item.subset, {}) if reuse else {}
+        for scorer in run.scorers:
+            row = reviews.get((item.sample.id, item.repeat, scorer.name))
+            score: Score
+            if row is not None and row.get("request_hash") == req_hash:
+                score = score_from_json(row)
+            else:
+                try:
+                    score = await scorer.score(item.sample, pred)
+                except GroundscopeError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a scorer bug must not kill the run
+                    log.error("%s: scorer %s failed: %s", item.sample.origin, scorer.name, exc)
+                    score = Score(item.sample.id, scorer.name, ScoreStatus.ERROR,
+                                  detail={"error": f"{type(exc).__name__}: {exc}"},
+                                  repeat=item.repeat)
+                self.store.append_score(run.name, item.subset, score, req_hash)
+            run.acc.add(item.subset, score, scorer.keys)
+
+    # ------------------------------------------------------------------ accounting
+
+    def _count(self, run: _DatasetRun, pred: Prediction, *, from_cache: bool) -> None:
+        s = run.summary
+        s.requested += 1
+        self._done += 1
+        if from_cache:
+            s.cached += 1
+        if pred.status is PredictionStatus.OK:
+            s.succeeded += 1
+            return
+        s.errored += 1
+        self._errored += 1
+        kind = pred.error_kind or "error"
+        s.errors_by_kind[kind] = s.errors_by_kind.get(kind, 0) + 1
+        log.error("sample %s failed: %s", pred.sample_id, pred.error)
+        rate = self._errored / self._done
+        warming_up = self.cfg.max_error_rate is not None and self._done < 20
+        if rate > self._error_budget and not self._stop_reason and not warming_up:
+            if self.cfg.ignore_errors or self.cfg.max_error_rate is not None:
+                why = f"error rate {rate:.1%} crossed max_error_rate {self._error_budget:.1%}"
+            else:
+                why = "a sample failed (pass --ignore-errors to record failures and go on)"
+            self._stop_reason = (f"run stopped early: {why}. Finished work is kept in "
+                                 f"{self.run_dir}; resume with --use-cache {self.run_dir}")
+
+    def _open_progress(self) -> None:
+        if self.progress:
+            from tqdm import tqdm
+
+            self._bar = tqdm(desc="Evaluating", unit="sample", dynamic_ncols=True,
+                             mininterval=0.25, file=sys.stderr)
+
+    def _advance(self) -> None:
+        if self._bar is not None:
+            self._bar.update(1)
+        elif self._done % 500 == 0:
+            log.info("%d samples done (%d errored)", self._done, self._errored)
+
+    def _close_progress(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    # ------------------------------------------------------------------ report
+
+    def _build_report(self) -> Report:
+        out = []
+        for run in self.datasets:
+            rep = DatasetReport(
+                model=self.cfg.model_name, dataset=run.name, pretty_name=run.pretty_name,
+                primary_metric=run.primary_metric, subsets=run.acc.subsets() or run.subsets,
+                summary=run.summary,
+                metrics=[MetricRow.from_result(r) for r in run.acc.results(seed=self.cfg.seed)],
+            )
+            self.store.write_report(run.name, rep.model_dump(mode="json"))
+            out.append(rep)
+        return Report(run_dir=str(self.run_dir), model=self.cfg.model_name, datasets=out)
+
+
+def run_task(task_cfg: Any = None, **kwargs: Any) -> Report:
+    """Run one evaluation and return its report.
+
+    ``task_cfg`` is a ``TaskConfig``, a dict of its fields, or the path of a YAML/JSON
+    config file; keyword arguments are accepted as fields too. Raises ``ConfigError`` /
+    ``DatasetError`` for bad input, ``ErrorBudgetExceeded`` when the run stopped early.
+    """
+    from groundscope.config import load_config
+
+    if task_cfg is None:
+        task_cfg = kwargs
+    elif kwargs:
+        raise ConfigError("pass either a config or keyword fields, not both")
+    cfg = load_config(task_cfg)
+    runner = Runner(cfg)
+    try:
+        report = asyncio.run(runner.run())
+    finally:
+        logs.close()
+    return report

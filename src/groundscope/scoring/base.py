@@ -1,0 +1,101 @@
+"""The scorer protocol and the tiny adapters over the pure matchers.
+
+A scorer turns one ``(Sample, Prediction)`` into one ``Score``. It never invents a number
+for something it could not judge: an errored prediction gives ``ScoreStatus.ERROR``, a
+sample without a reference gives ``ScoreStatus.NO_ANSWER``; both are excluded from the
+averages and counted in the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
+
+BLEU_KEYS = tuple(f"bleu-{n}" for n in range(1, 5))
+ROUGE_KEYS = tuple(f"rouge-{v}-{s}" for v in ("1", "2", "l") for s in ("r", "p", "f"))
+
+
+class Scorer(Protocol):
+    """Scores one prediction. ``keys`` are the metric keys its OK scores carry."""
+
+    name: str
+    keys: tuple[str, ...]
+
+    async def score(self, sample: Sample, prediction: Prediction) -> Score: ...
+
+
+def unusable(sample: Sample, prediction: Prediction, scorer: str) -> Score | None:
+    """The non-OK score for an errored prediction, or None when it can be scored."""
+    if prediction.status is not PredictionStatus.OK or prediction.completion is None:
+        return Score(sample.id, scorer, ScoreStatus.ERROR,
+                     detail={"error": prediction.error or "no completion"},
+                     repeat=prediction.repeat)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceScorer:
+    """Adapts a pure ``fn(prediction, reference) -> {key: value}`` matcher.
+
+    With several references the best value per key is kept (max over references).
+    """
+
+    name: str
+    keys: tuple[str, ...]
+    fn: Callable[[str, str], Mapping[str, float]]
+
+    def score_text(self, sample: Sample, prediction: Prediction) -> Score:
+        bad = unusable(sample, prediction, self.name)
+        if bad is not None:
+            return bad
+        refs = [r for r in sample.target if r.strip()]
+        if not refs:
+            return Score(sample.id, self.name, ScoreStatus.NO_ANSWER,
+                         detail={"reason": "the record has no reference answer"},
+                         repeat=prediction.repeat)
+        text = prediction.completion.text if prediction.completion else ""
+        best: dict[str, float] = {}
+        for ref in refs:
+            for key, value in self.fn(text, ref).items():
+                if value > best.get(key, -1.0):
+                    best[key] = value
+        return Score(sample.id, self.name, ScoreStatus.OK, values=best, repeat=prediction.repeat)
+
+    async def score(self, sample: Sample, prediction: Prediction) -> Score:
+        return self.score_text(sample, prediction)
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceScorer:
+    """Multiple-choice accuracy: the extracted letter equals the reference letter."""
+
+    name: str = "accuracy"
+    keys: tuple[str, ...] = ("accuracy",)
+
+    async def score(self, sample: Sample, prediction: Prediction) -> Score:
+        from groundscope.scoring.choice import extract_choice
+
+        bad = unusable(sample, prediction, self.name)
+        if bad is not None:
+            return bad
+        if not sample.target:
+            return Score(sample.id, self.name, ScoreStatus.NO_ANSWER,
+                         detail={"reason": "the record has no answer letter"},
+                         repeat=prediction.repeat)
+        text = prediction.completion.text if prediction.completion else ""
+        letter = extract_choice(text, sample.choices)
+        value = 1.0 if letter is not None and letter == sample.target[0] else 0.0
+        return Score(sample.id, self.name, ScoreStatus.OK, values={"accuracy": value},
+                     extracted=letter, repeat=prediction.repeat)
+
+
+def exact_match(prediction: str, reference: str) -> dict[str, float]:
+    """1.0 when the stripped prediction equals the stripped reference, else 0.0.
+
+    >>> exact_match(" Dog ", "Dog")
+    {'exact_match': 1.0}
+    """
+    return {"exact_match": 1.0 if prediction.strip() == reference.strip() else 0.0}

@@ -1,0 +1,218 @@
+"""Core value types shared by every stage of an evaluation.
+
+All of them are frozen dataclasses: a stage receives values and returns new ones, nothing
+is mutated in place. Pydantic lives only at the edges (``config.py`` for what comes in,
+``store.py`` / ``report/model.py`` for what goes to disk).
+
+The flow, in types::
+
+    Origin + record --(dataset format)--> Sample
+    Sample --(client)--> Completion --> Prediction --(store)
+    Prediction + Sample --(scorer)--> Score --(store)
+    [Score] --(metrics)--> MetricResult --> Report
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class Modality(StrEnum):
+    """The kind of a medium."""
+
+    IMAGE = "image"
+    AUDIO = "audio"
+    VIDEO = "video"
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a record came from: the file and its 1-based line (row for TSV/CSV/parquet)."""
+
+    path: Path
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass(frozen=True, slots=True)
+class MediaRef:
+    """A medium as the dataset names it, not yet read.
+
+    ``source`` is what the record holds: a local path, an http(s) URL, a ``data:`` URI, raw
+    base64 text (audio only), or the raw bytes of a file (parquet ``{"bytes": ...}``).
+    ``base_dir`` is the dataset file's directory, against which a relative path resolves
+    first (then the current directory). ``format`` is a hint such as ``wav``/``mp4``;
+    ``detail`` is the OpenAI image detail level, passed through untouched.
+    """
+
+    kind: Modality
+    source: str | bytes
+    format: str | None = None
+    detail: str | None = None
+    base_dir: Path | None = None
+
+    def display(self) -> str:
+        """A short, stable, secret-free description for outputs (never the base64 payload)."""
+        from groundscope.media import describe  # local: media imports types
+
+        return describe(self)
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class MediaPart:
+    media: MediaRef
+
+
+ContentPart = TextPart | MediaPart
+
+Role = Literal["system", "developer", "user", "assistant"]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One chat message. ``content`` is plain text or a tuple of typed parts."""
+
+    role: Role
+    content: str | tuple[ContentPart, ...]
+
+    def text(self) -> str:
+        """The message's text, parts joined by a space (media left out)."""
+        if isinstance(self.content, str):
+            return self.content
+        return " ".join(p.text for p in self.content if isinstance(p, TextPart))
+
+    def media(self) -> tuple[MediaRef, ...]:
+        if isinstance(self.content, str):
+            return ()
+        return tuple(p.media for p in self.content if isinstance(p, MediaPart))
+
+
+class AnswerKind(StrEnum):
+    """How a prediction is compared with the reference."""
+
+    FREE = "free"  # free-form text: BLEU/ROUGE, judge
+    CHOICE = "choice"  # one letter out of ``Sample.choices``
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One question ready to be sent: the chat messages plus what scoring needs.
+
+    ``id`` is stable across runs: the record's ``id``/``index`` field when present, else
+    ``<file stem>:<line>``. ``target`` holds the reference answers (empty when the record has
+    none; for multiple choice the correct letter). ``choices`` are the option letters of a
+    multiple-choice sample, in prompt order. ``question`` is the human-readable question text
+    (for judges and reports). ``metadata`` carries record fields that scorers may use
+    (``category``, ``group``, ``elements``, ``human_label``, ...).
+    """
+
+    id: str
+    dataset: str
+    subset: str
+    messages: tuple[Message, ...]
+    origin: Origin
+    target: tuple[str, ...] = ()
+    answer_kind: AnswerKind = AnswerKind.FREE
+    choices: tuple[str, ...] = ()
+    question: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+    def media(self) -> tuple[MediaRef, ...]:
+        return tuple(m for msg in self.messages for m in msg.media())
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """What the model answered."""
+
+    text: str
+    model: str = ""
+    finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    reasoning: str | None = None
+
+
+class PredictionStatus(StrEnum):
+    OK = "ok"
+    ERROR = "error"  # the request failed for good (after retries)
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """The outcome of asking the model one sample: persisted before any scoring.
+
+    ``request_hash`` fingerprints the request content (messages with media identities,
+    model, generation config), so a resumed run re-uses a prediction only if it would have
+    sent the very same request.
+    """
+
+    sample_id: str
+    request_hash: str
+    status: PredictionStatus
+    completion: Completion | None = None
+    error: str | None = None
+    error_kind: str | None = None  # e.g. "http_400", "timeout", "context_length"
+    attempts: int = 1
+    latency_s: float = 0.0
+    repeat: int = 0
+
+
+class ScoreStatus(StrEnum):
+    """Whether a score can enter an average. Only ``OK`` scores are aggregated."""
+
+    OK = "ok"
+    NO_ANSWER = "no_answer"  # no reference to compare with, or no checkable claims
+    JUDGE_FAILED = "judge_failed"  # the judge broke its contract after bounded retries
+    ERROR = "error"  # the prediction errored, or the scorer raised
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """One scorer's verdict on one prediction.
+
+    ``values`` maps canonical metric keys (``bleu-1``, ``rouge-l-r``, ``accuracy`` ...) to
+    numbers in [0, 1]. ``extracted`` is what the scorer read from the prediction (e.g. the
+    chosen letter). ``detail`` holds explanations (judge reasoning, per-claim verdicts).
+    """
+
+    sample_id: str
+    scorer: str
+    status: ScoreStatus
+    values: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    extracted: str | None = None
+    detail: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    repeat: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MetricResult:
+    """An aggregate of one metric over one subset (or ``OVERALL``)."""
+
+    metric: str
+    subset: str
+    num: int
+    score: float
+    ci_low: float | None = None
+    ci_high: float | None = None
+    excluded: int = 0  # samples whose score was not OK and so not averaged
