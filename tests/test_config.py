@@ -24,12 +24,14 @@ def test_defaults() -> None:
 
 
 def test_unknown_top_level_key_did_you_mean() -> None:
-    with pytest.raises(ConfigError, match=r"config: unknown key 'datset_args' \(did you mean 'dataset_args'\?\)"):
+    msg = r"config: unknown key 'datset_args' \(did you mean 'dataset_args'\?\)"
+    with pytest.raises(ConfigError, match=msg):
         load_config({**BASE, "datset_args": {}})
 
 
 def test_unknown_dataset_arg_did_you_mean() -> None:
-    with pytest.raises(ConfigError, match=r"dataset_args.general_vqa: unknown key 'subset' \(did you mean 'subset_list'\?\)"):
+    msg = r"dataset_args.general_vqa: unknown key 'subset' \(did you mean 'subset_list'\?\)"
+    with pytest.raises(ConfigError, match=msg):
         cfg(dataset_args={"general_vqa": {"local_path": "x", "subset": ["a"]}})
 
 
@@ -90,7 +92,7 @@ def test_unset_env_var_is_a_config_error(monkeypatch) -> None:
 
 
 def test_llm_judge_without_models_fails_before_any_request() -> None:
-    with pytest.raises(ConfigError, match="judge.models"):
+    with pytest.raises(ConfigError, match=r"judge\.models"):
         cfg(judge={"strategy": "llm"})
 
 
@@ -110,12 +112,12 @@ def test_yaml_and_json_files(tmp_path) -> None:
     assert load_config(str(j)).model == "m"
     bad = tmp_path / "bad.yaml"
     bad.write_text("model: [unclosed\n")
-    with pytest.raises(ConfigError, match="bad.yaml: cannot parse config"):
+    with pytest.raises(ConfigError, match=r"bad\.yaml: cannot parse config"):
         load_config(bad)
 
 
 def test_dataset_args_for_unlisted_dataset() -> None:
-    with pytest.raises(ConfigError, match="dataset_args.general_vmcq: not among --datasets"):
+    with pytest.raises(ConfigError, match=r"dataset_args\.general_vmcq: not among --datasets"):
         cfg(dataset_args={"general_vmcq": {"local_path": "x"}})
 
 

@@ -126,8 +126,9 @@ def eval_config(ns: argparse.Namespace) -> dict[str, Any]:
     """The config dict of ``groundscope eval``: config file first, flags over it."""
     data: dict[str, Any] = {}
     if ns.config:
-        from groundscope.config import _read_config_file
         from pathlib import Path
+
+        from groundscope.config import _read_config_file
 
         data = _read_config_file(Path(ns.config))
     skip = {"command", "config", "no_progress", "version", "sim_accuracy", "sim_latency_ms"}
@@ -166,8 +167,8 @@ def _cmd_eval(ns: argparse.Namespace) -> int:
 
 
 def _cmd_score(ns: argparse.Namespace) -> int:
-    from groundscope.rescore import rescore_run
     from groundscope.report.table import render_summary
+    from groundscope.rescore import rescore_run
 
     report = rescore_run(ns.run_dir, judge=ns.judge)
     print(report.table())

@@ -39,7 +39,6 @@ class DatasetArgs(_Strict):
     shuffle: bool = False
     shuffle_choices: bool = False
     few_shot_num: int = 0
-    eval_split: str | None = None
 
     @field_validator("few_shot_num")
     @classmethod
@@ -257,7 +256,7 @@ def _read_config_file(path: Path) -> dict[str, Any]:
             data = yaml.safe_load(text)
         else:
             data = json.loads(text)
-    except Exception as exc:  # noqa: BLE001 - any parse failure is a config error
+    except Exception as exc:
         raise ConfigError(f"{path}: cannot parse config: {exc}".splitlines()[0]) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a config file must hold a mapping of keys")

@@ -8,12 +8,20 @@ of all subsets (i.e. subset means weighted by their sample counts), as in EvalSc
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
 
 from groundscope.types import MetricResult, Score, ScoreStatus
 
 OVERALL = "OVERALL"
 _BOOTSTRAP_MAX_N = 5000  # above this the normal approximation is used (CLT; equal to 1e-3)
+
+
+def category_of(metadata: Mapping[str, Any]) -> str | None:
+    """The category a sample reports under, from its ``category`` field (if any)."""
+    value = metadata.get("category")
+    return None if value is None or value == "" else str(value)
 
 
 class MetricAccumulator:
@@ -23,9 +31,19 @@ class MetricAccumulator:
         self._values: dict[str, dict[str, array[float]]] = {}
         self._excluded: dict[str, dict[str, int]] = {}
         self._order: list[str] = []
+        self._categories: MetricAccumulator | None = None
 
-    def add(self, subset: str, score: Score, keys: Sequence[str]) -> None:
-        """Record one score; ``keys`` are the metric keys its scorer produces."""
+    def add(self, subset: str, score: Score, keys: Sequence[str],
+            category: str | None = None) -> None:
+        """Record one score; ``keys`` are the metric keys its scorer produces.
+
+        With a ``category`` (e.g. a legacy MCQ record's ``category`` column) the score also
+        counts toward that category's own rows within the subset.
+        """
+        if category is not None:
+            if self._categories is None:
+                self._categories = MetricAccumulator()
+            self._categories.add(f"{subset}\x1f{category}", score, keys)
         by_metric = self._values.setdefault(subset, {})
         for key in keys:
             if key not in self._order:
@@ -42,7 +60,7 @@ class MetricAccumulator:
     def subsets(self) -> list[str]:
         return list(self._values)
 
-    def results(self, *, seed: int = 0, ci: bool = True) -> list[MetricResult]:
+    def results(self, *, seed: int = 0, ci: bool = True, overall: bool = True) -> list[MetricResult]:
         """One result per (metric, subset), metric-major, OVERALL after the subsets."""
         out: list[MetricResult] = []
         subsets = self.subsets()
@@ -55,9 +73,24 @@ class MetricAccumulator:
                 out.append(_result(key, subset, vals, excluded, seed, ci))
                 pooled.extend(vals)
                 excluded_total += excluded
-            if len(subsets) > 1:
+            if overall and len(subsets) > 1:
                 out.append(_result(key, OVERALL, pooled, excluded_total, seed, ci))
         return out
+
+
+    def category_results(self, *, seed: int = 0, ci: bool = True) -> list[tuple[str, MetricResult]]:
+        """``(category, result)`` per (metric, subset, category); empty without categories."""
+        if self._categories is None:
+            return []
+        out = []
+        for r in self._categories.results(seed=seed, ci=ci, overall=False):
+            subset, category = r.subset.split("\x1f", 1)
+            out.append((category, replace(r, subset=subset)))
+        return out
+
+    def rows(self, *, seed: int = 0) -> list[tuple[str | None, MetricResult]]:
+        """Subset rows (category None) followed by category rows."""
+        return [(None, r) for r in self.results(seed=seed)] + self.category_results(seed=seed)
 
 
 def _result(key: str, subset: str, vals: Sequence[float], excluded: int, seed: int,

@@ -16,7 +16,7 @@ import orjson
 
 from groundscope.config import TaskConfig, load_config
 from groundscope.errors import StoreError
-from groundscope.metrics import MetricAccumulator
+from groundscope.metrics import MetricAccumulator, category_of
 from groundscope.report.model import DatasetReport, MetricRow, Report, Summary
 from groundscope.scoring import build_scorers
 from groundscope.store import (
@@ -79,70 +79,57 @@ def _summary(rows: list[dict[str, Any]], skipped: int) -> Summary:
 
 def rescore_run(run_dir: str | Path, *, judge: Mapping[str, Any] | None = None) -> Report:
     """Score every saved prediction again and rewrite the reviews and reports."""
-    return asyncio.run(_rescore(Path(run_dir), judge))
+    return asyncio.run(_process_run(Path(run_dir), judge, rescore=True))
 
 
-async def _rescore(run_dir: Path, judge: Mapping[str, Any] | None) -> Report:
+def rebuild_report(run_dir: str | Path) -> Report:
+    """Re-aggregate saved reviews into reports (no scorer runs, no request is sent)."""
+    return asyncio.run(_process_run(Path(run_dir), None, rescore=False))
+
+
+async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescore: bool) -> Report:
     cfg = load_run_config(run_dir, judge)
     store = RunStore.open(run_dir, cfg.model_name)
     skipped = _skipped_counts(run_dir)
-    reports = []
     try:
-        for name in cfg.datasets:
-            pretty, primary, defaults = _dataset_meta(name)
-            args = cfg.dataset_args.get(name)
-            scorers = build_scorers((args.metric_list if args else None) or list(defaults))
-            acc = MetricAccumulator()
-            rows_all: list[dict[str, Any]] = []
-            for dataset, subset in store.saved_subsets():
-                if dataset != name:
-                    continue
-                rows = list(store.load_predictions(name, subset).values())
-                rows_all += rows
-                store.reviews_file(name, subset).unlink(missing_ok=True)
-                for row in rows:
-                    sample = sample_from_json(row, name, subset)
-                    pred = prediction_from_json(row)
-                    for scorer in scorers:
-                        score = await scorer.score(sample, pred)
-                        store.append_score(name, subset, score, pred.request_hash)
-                        acc.add(subset, score, scorer.keys)
-            rep = DatasetReport(
-                model=cfg.model_name, dataset=name, pretty_name=pretty, primary_metric=primary,
-                subsets=acc.subsets(), summary=_summary(rows_all, skipped.get(name, 0)),
-                metrics=[MetricRow.from_result(r) for r in acc.results(seed=cfg.seed)])
-            store.write_report(name, rep.model_dump(mode="json"))
-            reports.append(rep)
+        reports = [await _process_dataset(cfg, store, name, skipped.get(name, 0), rescore)
+                   for name in cfg.datasets]
     finally:
         store.close()
     return Report(run_dir=str(run_dir), model=cfg.model_name, datasets=reports)
 
 
-def rebuild_report(run_dir: str | Path) -> Report:
-    """Re-aggregate saved reviews into reports (no scorer runs, no request is sent)."""
-    path = Path(run_dir)
-    cfg = load_run_config(path)
-    store = RunStore.open(path, cfg.model_name)
-    skipped = _skipped_counts(path)
-    reports = []
-    for name in cfg.datasets:
-        pretty, primary, defaults = _dataset_meta(name)
-        args = cfg.dataset_args.get(name)
-        keys = {s.name: s.keys
-                for s in build_scorers((args.metric_list if args else None) or list(defaults))}
-        acc = MetricAccumulator()
-        rows_all: list[dict[str, Any]] = []
-        for dataset, subset in store.saved_subsets():
-            if dataset != name:
-                continue
-            rows_all += list(store.load_predictions(name, subset).values())
-            for row in store.load_reviews(name, subset).values():
-                score = score_from_json(row)
-                acc.add(subset, score, keys.get(score.scorer, tuple(score.values)))
-        rep = DatasetReport(
-            model=cfg.model_name, dataset=name, pretty_name=pretty, primary_metric=primary,
-            subsets=acc.subsets(), summary=_summary(rows_all, skipped.get(name, 0)),
-            metrics=[MetricRow.from_result(r) for r in acc.results(seed=cfg.seed)])
-        store.write_report(name, rep.model_dump(mode="json"))
-        reports.append(rep)
-    return Report(run_dir=str(path), model=cfg.model_name, datasets=reports)
+async def _process_dataset(cfg: TaskConfig, store: RunStore, name: str, skipped: int,
+                           rescore: bool) -> DatasetReport:
+    pretty, primary, defaults = _dataset_meta(name)
+    args = cfg.dataset_args.get(name)
+    scorers = build_scorers((args.metric_list if args else None) or list(defaults))
+    keys = {s.name: s.keys for s in scorers}
+    acc = MetricAccumulator()
+    rows_all: list[dict[str, Any]] = []
+    for dataset, subset in store.saved_subsets():
+        if dataset != name:
+            continue
+        rows = store.load_predictions(name, subset)
+        rows_all += rows.values()
+        if rescore:
+            store.reviews_file(name, subset).unlink(missing_ok=True)
+            for row in rows.values():
+                sample = sample_from_json(row, name, subset)
+                pred = prediction_from_json(row)
+                for scorer in scorers:
+                    score = await scorer.score(sample, pred)
+                    store.append_score(name, subset, score, pred.request_hash)
+                    acc.add(subset, score, scorer.keys, category_of(sample.metadata))
+            continue
+        for review in store.load_reviews(name, subset).values():
+            score = score_from_json(review)
+            row = rows.get((score.sample_id, score.repeat))
+            category = category_of(row["sample"]["metadata"]) if row else None
+            acc.add(subset, score, keys.get(score.scorer, tuple(score.values)), category)
+    rep = DatasetReport(
+        model=cfg.model_name, dataset=name, pretty_name=pretty, primary_metric=primary,
+        subsets=acc.subsets(), summary=_summary(rows_all, skipped),
+        metrics=[MetricRow.from_result(r, c) for c, r in acc.rows(seed=cfg.seed)])
+    store.write_report(name, rep.model_dump(mode="json"))
+    return rep

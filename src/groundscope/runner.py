@@ -35,7 +35,7 @@ from groundscope.errors import (
     ModelError,
     RecordError,
 )
-from groundscope.metrics import MetricAccumulator
+from groundscope.metrics import MetricAccumulator, category_of
 from groundscope.report.model import DatasetReport, MetricRow, Report, Summary
 from groundscope.scoring import Scorer, build_scorers
 from groundscope.store import RunStore, prediction_from_json
@@ -80,20 +80,22 @@ def plan_dataset(cfg: TaskConfig, name: str) -> _DatasetRun:
             f"dataset_args.{name}.local_path: required (a directory or a file); "
             "groundscope never downloads datasets"
         )
-    subsets = args.subset_list or list_subsets(Path(args.local_path), args.eval_split or fmt.split)
+    subsets = args.subset_list or list_subsets(Path(args.local_path), fmt.split)
     metric_names = args.metric_list or list(fmt.default_metrics)
     scorers = build_scorers(metric_names)
     return _DatasetRun(name=name, pretty_name=fmt.pretty_name, primary_metric=fmt.primary_metric,
                        args=args, scorers=scorers, subsets=subsets)
 
 
-def iter_samples(cfg: TaskConfig, run: _DatasetRun, *, strict: bool) -> Iterator[tuple[str, Sample | RecordError]]:
+def iter_samples(
+    cfg: TaskConfig, run: _DatasetRun, *, strict: bool
+) -> Iterator[tuple[str, Sample | RecordError]]:
     """The dataset's samples (or bad records), subset by subset, limit and shuffle applied."""
     from groundscope.dataset import load_samples
 
     args = run.args
     ctx = {"system_prompt": args.system_prompt, "prompt_template": args.prompt_template,
-           "shuffle_choices": args.shuffle_choices, "seed": cfg.seed, "split": args.eval_split}
+           "shuffle_choices": args.shuffle_choices, "seed": cfg.seed}
     for subset in run.subsets:
         stream = load_samples(run.name, Path(args.local_path or ""), [subset],
                               limit=None if args.shuffle else cfg.limit, ctx_kwargs=ctx,
@@ -305,13 +307,13 @@ class Runner:
                     score = await scorer.score(item.sample, pred)
                 except GroundscopeError:
                     raise
-                except Exception as exc:  # noqa: BLE001 - a scorer bug must not kill the run
+                except Exception as exc:
                     log.error("%s: scorer %s failed: %s", item.sample.origin, scorer.name, exc)
                     score = Score(item.sample.id, scorer.name, ScoreStatus.ERROR,
                                   detail={"error": f"{type(exc).__name__}: {exc}"},
                                   repeat=item.repeat)
                 self.store.append_score(run.name, item.subset, score, req_hash)
-            run.acc.add(item.subset, score, scorer.keys)
+            run.acc.add(item.subset, score, scorer.keys, category_of(item.sample.metadata))
 
     # ------------------------------------------------------------------ accounting
 
@@ -366,7 +368,7 @@ class Runner:
                 model=self.cfg.model_name, dataset=run.name, pretty_name=run.pretty_name,
                 primary_metric=run.primary_metric, subsets=run.acc.subsets() or run.subsets,
                 summary=run.summary,
-                metrics=[MetricRow.from_result(r) for r in run.acc.results(seed=self.cfg.seed)],
+                metrics=[MetricRow.from_result(r, c) for c, r in run.acc.rows(seed=self.cfg.seed)],
             )
             self.store.write_report(run.name, rep.model_dump(mode="json"))
             out.append(rep)

@@ -35,17 +35,17 @@ from groundscope.types import (
     AnswerKind,
     Completion,
     ContentPart,
+    MediaPart,
     MediaRef,
+    Message,
     Modality,
     Origin,
-    TextPart,
-    MediaPart,
-    Message,
     Prediction,
     PredictionStatus,
     Sample,
     Score,
     ScoreStatus,
+    TextPart,
     Usage,
 )
 
@@ -280,11 +280,14 @@ class RunStore:
 
     # -- paths
 
+    def _subset_file(self, kind: str, dataset: str, subset: str) -> Path:
+        return self.run_dir / kind / self.model_dir / f"{safe_name(dataset)}_{safe_name(subset)}.jsonl"
+
     def predictions_file(self, dataset: str, subset: str) -> Path:
-        return self.run_dir / "predictions" / self.model_dir / f"{safe_name(dataset)}_{safe_name(subset)}.jsonl"
+        return self._subset_file("predictions", dataset, subset)
 
     def reviews_file(self, dataset: str, subset: str) -> Path:
-        return self.run_dir / "reviews" / self.model_dir / f"{safe_name(dataset)}_{safe_name(subset)}.jsonl"
+        return self._subset_file("reviews", dataset, subset)
 
     def report_file(self, dataset: str) -> Path:
         return self.run_dir / "reports" / self.model_dir / f"{safe_name(dataset)}.json"

@@ -31,12 +31,13 @@ class MetricRow(_Model):
     ci_low: float | None = None
     ci_high: float | None = None
     excluded: int = 0
+    category: str | None = None
 
     @classmethod
-    def from_result(cls, r: MetricResult) -> MetricRow:
+    def from_result(cls, r: MetricResult, category: str | None = None) -> MetricRow:
         score = None if math.isnan(r.score) else r.score
         return cls(metric=r.metric, subset=r.subset, num=r.num, score=score,
-                   ci_low=r.ci_low, ci_high=r.ci_high, excluded=r.excluded)
+                   ci_low=r.ci_low, ci_high=r.ci_high, excluded=r.excluded, category=category)
 
 
 class Summary(_Model):
@@ -67,7 +68,7 @@ class DatasetReport(_Model):
         if subset is None:
             subset = OVERALL if len(self.subsets) > 1 else (self.subsets[0] if self.subsets else OVERALL)
         for r in self.metrics:
-            if r.metric == metric and r.subset == subset:
+            if r.metric == metric and r.subset == subset and r.category is None:
                 return r
         return None
 

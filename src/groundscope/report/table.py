@@ -34,8 +34,6 @@ def metric_label(key: str) -> str:
     if key.startswith("rouge-"):
         _, variant, stat = key.split("-")
         return f"ROUGE ↑ · {variant.upper()} · {_ROUGE_STAT[stat]}"
-    if key.startswith("accuracy:"):  # accuracy of one category (legacy MCQ)
-        return "Accuracy ↑"
     return key
 
 
@@ -62,7 +60,8 @@ def render_table(reports: Sequence[DatasetReport]) -> str:
     rows = []
     for rep in reports:
         for r in rep.metrics:
-            rows.append([rep.model, rep.pretty_name, metric_label(r.metric), r.subset, r.num,
+            subset = r.subset if r.category is None else f"{r.subset} · {r.category}"
+            rows.append([rep.model, rep.pretty_name, metric_label(r.metric), subset, r.num,
                          format_score(r.score)])
     headers = ["Model", "Dataset", "Metric", "Subset", "Num", "Score"]
     return tabulate(rows, headers=headers, tablefmt="grid", colalign=("left",) * 4 + ("right",) * 2)

@@ -30,9 +30,12 @@ def _rouge(prediction: str, reference: str) -> dict[str, float]:
 
 
 def build_scorers(names: Sequence[str]) -> list[Scorer]:
-    """Scorer objects for canonical metric names (see ``compat.METRIC_NAMES``)."""
+    """Scorer objects for metric names (EvalScope spellings accepted, see ``compat``)."""
+    from groundscope.compat import metric_name
+
     scorers: list[Scorer] = []
-    for name in names:
+    for raw in names:
+        name = metric_name(raw) or raw
         if name == "bleu":
             scorers.append(ReferenceScorer("bleu", BLEU_KEYS, _bleu))
         elif name == "rouge":
