@@ -37,7 +37,7 @@ from groundscope.errors import (
 )
 from groundscope.metrics import MetricAccumulator, category_of
 from groundscope.report.model import DatasetReport, MetricRow, Report, Summary
-from groundscope.scoring import Scorer, build_scorers
+from groundscope.scoring import Scorer, ScoringContext, build_scorers
 from groundscope.store import RunStore, prediction_from_json
 from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
 
@@ -68,7 +68,7 @@ class _Item:
     repeat: int
 
 
-def plan_dataset(cfg: TaskConfig, name: str) -> _DatasetRun:
+def plan_dataset(cfg: TaskConfig, name: str, ctx: ScoringContext | None = None) -> _DatasetRun:
     """Resolve a dataset's format, path, subsets and scorers (no record is read)."""
     from groundscope.dataset import FORMATS
     from groundscope.dataset.discover import list_subsets
@@ -82,7 +82,7 @@ def plan_dataset(cfg: TaskConfig, name: str) -> _DatasetRun:
         )
     subsets = args.subset_list or list_subsets(Path(args.local_path), fmt.split)
     metric_names = args.metric_list or list(fmt.default_metrics)
-    scorers = build_scorers(metric_names)
+    scorers = build_scorers(metric_names, ctx)
     return _DatasetRun(name=name, pretty_name=fmt.pretty_name, primary_metric=fmt.primary_metric,
                        args=args, scorers=scorers, subsets=subsets)
 
@@ -126,11 +126,14 @@ class Runner:
     def __init__(self, cfg: TaskConfig, *, progress: bool | None = None) -> None:
         self.cfg = cfg
         self.progress = sys.stderr.isatty() if progress is None else progress
-        self.datasets = [plan_dataset(cfg, name) for name in cfg.datasets]
+        self.scoring = ScoringContext(judge=cfg.judge, seed=cfg.seed,
+                                      judge_concurrency=cfg.judge_concurrency or cfg.eval_batch_size)
+        self.datasets = [plan_dataset(cfg, name, self.scoring) for name in cfg.datasets]
         if cfg.use_cache:
             self.store = RunStore.open(cfg.use_cache, cfg.model_name)
         else:
             self.store = RunStore.create(cfg.work_dir, cfg.model_name, no_timestamp=cfg.no_timestamp)
+        self.scoring.run_dir = self.store.run_dir
         self._error_budget = cfg.max_error_rate if cfg.max_error_rate is not None else (
             1.0 if cfg.ignore_errors else 0.0)
         self._done = 0
@@ -152,8 +155,10 @@ class Runner:
         try:
             async with AsyncExitStack() as stack:
                 api_url = cfg.api_url
+                stack.push_async_callback(self.scoring.aclose)
                 if cfg.eval_type == "mock":
                     api_url = await self._start_simulator(stack)
+                    self.scoring.mock_url = api_url
                 from groundscope.client.openai import ChatClient
                 from groundscope.client.retry import RetryPolicy
 
@@ -212,44 +217,57 @@ class Runner:
         log.warning("skipped bad record: %s", problem)
 
     async def _evaluate(self, client: Any) -> None:
-        slots = asyncio.Semaphore(self.cfg.eval_batch_size)
+        """Feed items to tasks. Two stages with their own bounds: model requests
+        (``eval_batch_size``) and scoring (``judge_concurrency``), so slow judging never
+        holds a model slot; the number of live items is bounded by their sum."""
+        n_model = self.cfg.eval_batch_size
+        n_score = self.cfg.judge_concurrency or n_model
+        live = asyncio.Semaphore(n_model + n_score)
+        self._model_slots = asyncio.Semaphore(n_model)
+        self._score_slots = asyncio.Semaphore(n_score)
         self._open_progress()
         async with asyncio.TaskGroup() as tg:
             for item in self._items():
                 if self._stop_reason:
                     break
-                await slots.acquire()
+                await live.acquire()
                 if self._stop_reason:
-                    slots.release()
+                    live.release()
                     break
-                tg.create_task(self._guarded(client, item, slots))
+                tg.create_task(self._guarded(client, item, live))
 
-    async def _guarded(self, client: Any, item: _Item, slots: asyncio.Semaphore) -> None:
+    async def _guarded(self, client: Any, item: _Item, live: asyncio.Semaphore) -> None:
         try:
             await self._process(client, item)
         finally:
-            slots.release()
+            live.release()
 
     async def _process(self, client: Any, item: _Item) -> None:
+        async with self._model_slots:
+            pred, req_hash, cached = await self._obtain_prediction(client, item)
+        self._count(item.run, pred, from_cache=cached)
+        async with self._score_slots:
+            await self._score(item, pred, req_hash, reuse=cached)
+        self._advance()
+
+    async def _obtain_prediction(self, client: Any, item: _Item) -> tuple[Prediction, str, bool]:
+        """The prediction (from the resume cache or the model), stored before returning."""
         from groundscope.client.openai import request_hash
 
         run, sample = item.run, item.sample
-        cached = False
         try:
             req_hash = request_hash(sample.messages, self.cfg.model, self.cfg.generation_config)
         except MediaError as exc:
-            req_hash = "unhashable"
-            pred = Prediction(sample.id, req_hash, PredictionStatus.ERROR, error=str(exc),
+            pred = Prediction(sample.id, "unhashable", PredictionStatus.ERROR, error=str(exc),
                               error_kind="media", attempts=0, repeat=item.repeat)
-        else:
-            hit = self._cached_prediction(item, req_hash)
-            cached = hit is not None
-            pred = hit or await self._predict(client, sample, req_hash, item.repeat)
-        if not cached:
             self.store.append_prediction(run.name, item.subset, sample, pred)
-        self._count(run, pred, from_cache=cached)
-        await self._score(item, pred, req_hash, reuse=cached)
-        self._advance()
+            return pred, pred.request_hash, False
+        hit = self._cached_prediction(item, req_hash)
+        if hit is not None:
+            return hit, req_hash, True
+        pred = await self._predict(client, sample, req_hash, item.repeat)
+        self.store.append_prediction(run.name, item.subset, sample, pred)
+        return pred, req_hash, False
 
     def _cached_prediction(self, item: _Item, req_hash: str) -> Prediction | None:
         run = item.run

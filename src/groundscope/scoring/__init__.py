@@ -11,10 +11,11 @@ from groundscope.scoring.base import (
     ChoiceScorer,
     ReferenceScorer,
     Scorer,
+    ScoringContext,
     exact_match,
 )
 
-__all__ = ["Scorer", "build_scorers"]
+__all__ = ["Scorer", "ScoringContext", "build_scorers"]
 
 
 def _bleu(prediction: str, reference: str) -> dict[str, float]:
@@ -29,7 +30,7 @@ def _rouge(prediction: str, reference: str) -> dict[str, float]:
     return rouge(prediction, reference)
 
 
-def build_scorers(names: Sequence[str]) -> list[Scorer]:
+def build_scorers(names: Sequence[str], ctx: ScoringContext | None = None) -> list[Scorer]:
     """Scorer objects for metric names (EvalScope spellings accepted, see ``compat``)."""
     from groundscope.compat import metric_name
 

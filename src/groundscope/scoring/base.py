@@ -8,14 +8,44 @@ averages and counted in the report.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
 
+if TYPE_CHECKING:
+    from groundscope.config import JudgeConfig
+
 BLEU_KEYS = tuple(f"bleu-{n}" for n in range(1, 5))
 ROUGE_KEYS = tuple(f"rouge-{v}-{s}" for v in ("1", "2", "l") for s in ("r", "p", "f"))
+
+
+@dataclass
+class ScoringContext:
+    """What scorers may need beyond a sample and its prediction, shared by one run.
+
+    ``run_dir`` is where scorers keep their caches (e.g. judge replies); ``judge`` is the
+    run's judge config; ``mock_url`` is the offline simulator's URL in ``eval_type=mock``.
+    Resources a scorer opens (HTTP clients, cache files) are registered with
+    ``on_close`` and released by ``aclose()`` at the end of the run.
+    """
+
+    run_dir: Path | None = None
+    judge: JudgeConfig | None = None
+    judge_concurrency: int = 8
+    seed: int = 42
+    mock_url: str | None = None
+    _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+    def on_close(self, fn: Callable[[], Awaitable[None]]) -> None:
+        self._closers.append(fn)
+
+    async def aclose(self) -> None:
+        closers, self._closers = self._closers, []
+        for fn in reversed(closers):
+            await fn()
 
 
 class Scorer(Protocol):

@@ -1,0 +1,162 @@
+"""Multiple-choice answer extraction: which option label did the model choose?
+
+Labels are ``A``..``Z`` for the first 26 options, then ``"1"``, ``"2"``, ... (the 27th option
+is ``"1"``, the 36th ``"10"``), as EvalScope numbers them (:func:`option_letters`).
+
+:func:`extract_choice` reads a completion in this order:
+
+1. Reasoning is removed: every ``<think ...>...</think>`` block (any case); then, if a
+   ``</think>`` is left without its opening tag (the tag was in the prompt template),
+   everything up to the last one; then, if a ``<think>`` is left unclosed (the reasoning
+   was cut off), everything from it on.
+2. The answer markers ``ANSWER:`` (any case, ASCII or full-width colon) are tried from the
+   last to the first. After a marker, markdown and math decoration is skipped (``**``,
+   ``__``, ``$``, ``\\(``, ``\\boxed{``, ``\\text{`` ...), one opening bracket ``( [ { （ 【``
+   is allowed, and the label must be a whole token: ``ANSWER: **C**``, ``ANSWER: (D)``,
+   ``ANSWER: [B]``, ``ANSWER: 【B】``, ``ANSWER: C.``, ``ANSWER: \\boxed{C}`` all give the
+   label. A single lower-case letter is accepted (``answer: c`` -> ``C``) when nothing but
+   closing marks or a period follows it on its line, so the article in ``Answer: a dog`` is
+   not read as option A. The first marker from the end that carries a label decides.
+3. A marker followed by several labels (``A, C``, ``A/C``, ``B and D``, ``(A, C)``, or glued
+   ``AB``) is a multiple answer to a single-answer question: the result is ``None``.
+4. Without a usable marker, the last allowed upper-case letter that stands alone (no ASCII
+   letter or digit on either side, so ``选B`` and ``(B)`` count, ``BC`` does not) is taken.
+5. Otherwise ``None``.
+
+Differences from EvalScope (``parse_answers`` in its ``utils/multi_choices.py``), where
+every answer EvalScope finds is found here too except as listed:
+
+* **better** ``<think>`` handling: EvalScope removes complete blocks only (in its model
+  layer), so an orphan ``</think>`` or a cut-off ``<think>`` is parsed as the answer.
+* **better** a lower-case label after the marker is read; EvalScope falls back to the last
+  capital letter of the text (for ``Answer: c`` that is the ``A`` of ``Answer``).
+* **better** full-width colon ``ANSWER：`` and a ``{B}`` bracket are accepted.
+* fallback: EvalScope takes the last upper-case *character* of the text (inside a word too:
+  ``...so BC`` -> ``C``; ``...the answer is B, says GPT`` -> ``T``, i.e. no answer); we take
+  the last allowed standalone letter. Number labels (options past Z) come from a marker
+  only, never from the fallback, which EvalScope cannot reach either.
+* several labels joined by a space only (``ANSWER: A B``) read as ``A`` here; EvalScope
+  gives no answer.
+
+>>> extract_choice("I think B.\\nANSWER: **C**", option_letters(4))
+'C'
+>>> extract_choice("<think>ANSWER: A</think>The answer is (D).", option_letters(4))
+'D'
+>>> extract_choice("ANSWER: A, C", option_letters(4)) is None
+True
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+__all__ = ["extract_choice", "option_letters"]
+
+_THINK_BLOCK = re.compile(r"<think\b[^>]*>.*?</think\s*>", re.IGNORECASE | re.DOTALL)
+_THINK_CLOSE = re.compile(r"</think\s*>", re.IGNORECASE)
+_THINK_OPEN = re.compile(r"<think\b[^>]*>", re.IGNORECASE)
+
+_MARKER = re.compile(r"answer\s*[:：]", re.IGNORECASE)
+_DECORATION = re.compile(
+    r"(?:\s|\*|_|\$|\\\(|\\\[|\\(?:boxed|fbox|text|textbf|mathbf|mathrm)\s*\{)*"
+)
+_LABEL = re.compile(r"(?P<open>[(\[{（【]\s*)?(?P<label>[A-Za-z0-9]+)(?![A-Za-z0-9])")
+_NEXT_LABEL = re.compile(
+    r"\s*[)\]}）】]?\s*(?:[,，/、&+]|\s(?:and|or)\s)\s*[(\[{（【]?\s*(?P<label>[A-Za-z0-9]+)"
+    r"(?![A-Za-z0-9])",
+    re.IGNORECASE,
+)
+_LINE_END = re.compile(r"[\s)\]}）】*_$.。]*(?:\n|$)")
+_STANDALONE = re.compile(r"(?<![A-Za-z0-9])[A-Z](?![A-Za-z0-9])")
+
+_AMBIGUOUS = "ambiguous"
+
+
+def option_letters(n: int) -> tuple[str, ...]:
+    """The labels of ``n`` options: ``A``..``Z``, then ``"1"``, ``"2"``, ... (EvalScope's
+    numbering: option 27 is ``"1"``).
+
+    >>> option_letters(4)
+    ('A', 'B', 'C', 'D')
+    >>> option_letters(28)[-3:]
+    ('Z', '1', '2')
+    """
+    if n < 0:
+        raise ValueError(f"the number of options must be >= 0, got {n}")
+    return tuple(chr(ord("A") + i) if i < 26 else str(i - 25) for i in range(n))
+
+
+def strip_reasoning(text: str) -> str:
+    """``text`` without ``<think>`` reasoning (complete blocks, an orphan ``</think>`` and
+    everything before it, an unclosed ``<think>`` and everything after it).
+
+    >>> strip_reasoning("<think>hmm</think>B"), strip_reasoning("hmm</think>B")
+    ('B', 'B')
+    >>> strip_reasoning("A <think>still thinking")
+    'A '
+    """
+    text = _THINK_BLOCK.sub("", text)
+    closes = list(_THINK_CLOSE.finditer(text))
+    if closes:
+        text = text[closes[-1].end() :]
+    opened = _THINK_OPEN.search(text)
+    if opened:
+        text = text[: opened.start()]
+    return text
+
+
+def _label_after(tail: str, allowed: frozenset[str]) -> str | None:
+    """The label that ``tail`` (the text after one marker) starts with; ``_AMBIGUOUS`` for
+    several labels; ``None`` when it starts with no label."""
+    start = _DECORATION.match(tail)
+    found = _LABEL.match(tail, start.end() if start else 0)
+    if found is None:
+        return None
+    raw = found.group("label")
+    rest = tail[found.end() :]
+    if raw in allowed:
+        label = raw
+    elif len(raw) == 1 and raw.islower() and raw.upper() in allowed:
+        if not _LINE_END.match(rest):
+            return None
+        label = raw.upper()
+    elif len(raw) > 1 and all(char in allowed for char in raw):
+        return _AMBIGUOUS  # glued labels such as "AB"
+    else:
+        return None
+    following = _NEXT_LABEL.match(rest)
+    if following and following.group("label") in allowed:
+        return _AMBIGUOUS
+    return label
+
+
+def _standalone_letter(text: str, allowed: frozenset[str]) -> str | None:
+    for found in reversed(list(_STANDALONE.finditer(text))):
+        if found.group() in allowed:
+            return found.group()
+    return None
+
+
+def extract_choice(text: str, letters: Sequence[str]) -> str | None:
+    """The option label chosen in ``text``, one of ``letters``, or ``None`` (rules in the
+    module docstring).
+
+    >>> extract_choice("ANSWER: [LETTER] ... so the answer: b", "ABCD")
+    'B'
+    >>> extract_choice("Option 3 looks right. ANSWER: 3", option_letters(30))
+    '3'
+    >>> extract_choice("no idea", "ABCD") is None
+    True
+    """
+    allowed = frozenset(letters)
+    if not text or not allowed:
+        return None
+    text = strip_reasoning(text)
+    for marker in reversed(list(_MARKER.finditer(text))):
+        label = _label_after(text[marker.end() :], allowed)
+        if label == _AMBIGUOUS:
+            return None
+        if label is not None:
+            return label
+    return _standalone_letter(text, allowed)
