@@ -1,0 +1,118 @@
+"""Shared helpers of the hand-run benchmarks: synthetic datasets and a simulator process."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+CACHE = Path(os.environ.get("GROUNDSCOPE_BENCH_DIR", "/tmp/groundscope-bench"))
+
+
+def make_vqa_dataset(n: int, *, image_kb: int = 100, distinct: int | None = None) -> Path:
+    """A General-VQA JSONL of ``n`` records, each with one ~``image_kb`` KB JPEG.
+
+    ``distinct`` images are written (default: one per record) and shared round-robin.
+    The dataset is cached under GROUNDSCOPE_BENCH_DIR between runs.
+    """
+    from PIL import Image
+
+    distinct = distinct or n
+    root = CACHE / f"vqa_{n}_{image_kb}kb_{distinct}"
+    data = root / "bench.jsonl"
+    if data.exists():
+        return root
+    (root / "img").mkdir(parents=True, exist_ok=True)
+    rng = random.Random(0)
+    side = 64
+    base = Image.effect_noise((side, side), 64).convert("RGB")
+    while True:  # grow the noise image until its JPEG is about the wanted size
+        buf = io.BytesIO()
+        base.resize((side, side)).save(buf, "JPEG", quality=90)
+        if buf.tell() >= image_kb * 1024:
+            break
+        side += 16
+        base = Image.effect_noise((side, side), 64).convert("RGB")
+    for i in range(distinct):
+        img = base.copy()
+        for _ in range(8):  # a few changed pixels make every file's bytes distinct
+            img.putpixel((rng.randrange(side), rng.randrange(side)), (rng.randrange(256),) * 3)
+        img.save(root / "img" / f"{i}.jpg", "JPEG", quality=90)
+    words = ["cat", "dog", "tree", "car", "house", "river", "person", "bird", "road", "sky"]
+    with data.open("w") as fh:
+        for i in range(n):
+            answer = " ".join(rng.choice(words) for _ in range(rng.randint(1, 8)))
+            rec = {"id": f"r{i}", "messages": [{"role": "user", "content": [
+                {"type": "text", "text": f"Question {i}: what is in this picture?"},
+                {"type": "image_url", "image_url": {"url": f"img/{i % distinct}.jpg"}}]}],
+                "answer": answer}
+            fh.write(json.dumps(rec) + "\n")
+    return root
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def simulator_process(dataset_dir: Path, *, latency_ms: float = 0.0,
+                      subset: str = "bench") -> Iterator[str]:
+    """Run ``groundscope simulate`` in its own process (its CPU is not billed to the client)."""
+    port = free_port()
+    args = json.dumps({"general_vqa": {"local_path": str(dataset_dir), "subset_list": [subset]}})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "groundscope", "simulate", "--port", str(port), "--datasets",
+         "general_vqa", "--dataset-args", args, "--accuracy", "0.8",
+         "--latency-ms", str(latency_ms)],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if proc.poll() is not None:
+                raise RuntimeError(f"simulator exited: {proc.stderr.read() if proc.stderr else ''}")
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+CHILD = r"""
+import json, resource, sys, time
+from groundscope import run_task
+cfg = json.loads(sys.argv[1])
+t0, c0 = time.perf_counter(), time.process_time()
+report = run_task(cfg)
+wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+s = report.datasets[0].summary
+print(json.dumps({"wall": wall, "cpu": cpu, "succeeded": s.succeeded, "errored": s.errored,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def run_eval_child(api_url: str, dataset_dir: Path, concurrency: int, work_dir: Path,
+                   subset: str = "bench") -> dict:
+    """One ``run_task`` in a fresh process; returns wall s, CPU s, peak RSS MB, counts."""
+    cfg = {"model": "sim", "api_url": api_url, "datasets": ["general_vqa"],
+           "dataset_args": {"general_vqa": {"local_path": str(dataset_dir), "subset_list": [subset]}},
+           "eval_batch_size": concurrency, "work_dir": str(work_dir), "ignore_errors": True}
+    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg)], capture_output=True,
+                         text=True, check=True, env={**os.environ, "TERM": "dumb"})
+    return json.loads(out.stdout.strip().splitlines()[-1])

@@ -1,0 +1,276 @@
+"""General-VQA (``general_vqa``): one record -> one ``Sample`` (pure, no media bytes read).
+
+A record holds ``messages`` (OpenAI chat messages: a list in JSONL / parquet, a JSON string in
+TSV / CSV) and an optional ``answer`` (a string, a list of strings, or a number, which becomes
+its text). Content is a string or a list of ``text`` / ``image_url`` / ``input_audio`` /
+``video_url`` parts. Placeholders (``<image 1>``...) are expanded only in ``user`` messages
+whose content is a plain string, and only the media they reference are resolved: a
+referenced medium that is absent, or a local file that does not exist, is dropped with one
+warning per (dataset file, medium); if nothing is left of the message its original text is
+kept. A local file named by a structured part must exist (else the record is bad).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from groundscope import media
+from groundscope.dataset import placeholders as ph
+from groundscope.errors import MediaError, RecordError
+from groundscope.types import (
+    ContentPart,
+    MediaPart,
+    MediaRef,
+    Message,
+    Modality,
+    Origin,
+    Sample,
+    TextPart,
+)
+
+if TYPE_CHECKING:  # the package __init__ imports this module
+    from groundscope.dataset import FormatContext
+
+__all__ = ["METADATA_FIELDS", "record_to_sample", "sample_id"]
+
+logger = logging.getLogger("groundscope")
+
+ROLES = ("system", "developer", "user", "assistant")
+METADATA_FIELDS = ("category", "group", "elements", "paraphrases", "human_label")
+_LIST_METADATA = ("elements", "paraphrases")
+# part type -> (modality, key of the medium inside the part body)
+_MEDIA_PARTS = {
+    "image_url": (Modality.IMAGE, "url"),
+    "input_audio": (Modality.AUDIO, "data"),
+    "video_url": (Modality.VIDEO, "url"),
+}
+
+
+def record_to_sample(record: dict[str, Any], origin: Origin, ctx: FormatContext) -> Sample:
+    """Convert one General-VQA record; a malformed one raises ``RecordError``."""
+    raw_messages = _raw_messages(record, origin)
+    found = _placeholder_media(raw_messages, record, origin, ctx)
+    messages = [_message(i, raw, origin, ctx, found) for i, raw in enumerate(raw_messages)]
+    if ctx.system_prompt and not any(m.role in ("system", "developer") for m in messages):
+        messages.insert(0, Message("system", ctx.system_prompt))
+    users = [m for m in messages if m.role == "user"]
+    if not users:
+        raise RecordError(origin.path, origin.line, "messages", "no user message")
+    return Sample(
+        id=sample_id(record, origin),
+        dataset=ctx.dataset,
+        subset=ctx.subset,
+        messages=tuple(messages),
+        origin=origin,
+        target=_answer(record, origin),
+        question=_question(users[-1]),
+        metadata=_metadata(record, origin),
+    )
+
+
+def sample_id(record: Mapping[str, Any], origin: Origin) -> str:
+    """The record's ``id`` (or ``index``) field when present, else ``<file stem>:<line>``."""
+    for key in ("id", "index"):
+        value = record.get(key)
+        if value is not None and not isinstance(value, bool) and str(value).strip():
+            return _number_text(value) if isinstance(value, int | float) else str(value)
+    return f"{origin.path.stem}:{origin.line}"
+
+
+def _fail(origin: Origin, field: str, problem: str) -> RecordError:
+    return RecordError(origin.path, origin.line, field, problem)
+
+
+def _raw_messages(record: Mapping[str, Any], origin: Origin) -> list[dict[str, Any]]:
+    value = record.get("messages")
+    if value is None:
+        raise _fail(origin, "messages", "missing")
+    if isinstance(value, str):
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            raise _fail(origin, "messages", f"not valid JSON ({exc})") from None
+    if not isinstance(value, list) or not value:
+        got = "an empty list" if value == [] else type(value).__name__
+        raise _fail(origin, "messages", f"expected a non-empty list of messages, got {got}")
+    for i, message in enumerate(value):
+        if not isinstance(message, dict):
+            raise _fail(origin, f"messages[{i}]", "expected an object with role and content")
+        if message.get("role") not in ROLES:
+            problem = f"unknown role {message.get('role')!r}; expected one of {', '.join(ROLES)}"
+            raise _fail(origin, f"messages[{i}].role", problem)
+    return value
+
+
+def _placeholder_media(
+    raw_messages: list[dict[str, Any]],
+    record: Mapping[str, Any],
+    origin: Origin,
+    ctx: FormatContext,
+) -> dict[ph.MediaKey, MediaRef]:
+    """Resolve the media referenced by plain-text user messages; drop missing ones."""
+    keys: list[ph.MediaKey] = []
+    for i, message in enumerate(raw_messages):
+        content = message.get("content")
+        if message["role"] != "user" or not isinstance(content, str):
+            continue
+        problem = ph.bad_placeholder(content)
+        if problem:
+            raise _fail(origin, f"messages[{i}].content", problem)
+        keys.extend(ph.referenced(content))
+    if not keys:
+        return {}
+    keys = list(dict.fromkeys(keys))
+    found = ph.collect_media(record, origin, ctx.base_dir, wanted=keys)
+    usable: dict[ph.MediaKey, MediaRef] = {}
+    for key in keys:
+        ref = found.get(key)
+        if ref is None:
+            _warn_once(ctx, origin, ph.placeholder(key), _absent_reason(key))
+        elif not media.exists(ref):
+            _warn_once(ctx, origin, media.describe(ref), _missing_reason(ref))
+        else:
+            usable[key] = ref
+    return usable
+
+
+def _absent_reason(key: ph.MediaKey) -> str:
+    kind, index = key
+    if index > ph.MAX_INDEXED:
+        where = f"indexed columns stop at {kind}_{ph.MAX_INDEXED} and {ph.list_column(kind)}"
+        return f"{ph.placeholder(key)}: no {kind} supplied ({where} has no element {index})"
+    columns = f"{ph.indexed_column(kind, index)} / {ph.list_column(kind)}[{index - 1}]"
+    return f"{ph.placeholder(key)}: no {kind} supplied ({columns} absent or empty)"
+
+
+def _missing_reason(ref: MediaRef) -> str:
+    try:
+        media.resolve_path(ref)
+    except MediaError as exc:
+        return str(exc)
+    return f"{media.describe(ref)} is missing"
+
+
+def _warn_once(ctx: FormatContext, origin: Origin, medium: str, reason: str) -> None:
+    key = (str(origin.path), medium)
+    if key in ctx.warned:
+        return
+    ctx.warned.add(key)
+    logger.warning("%s: %s; dropped from the prompt (reported once per file and medium)", origin, reason)
+
+
+def _message(
+    i: int,
+    raw: Mapping[str, Any],
+    origin: Origin,
+    ctx: FormatContext,
+    found: Mapping[ph.MediaKey, MediaRef],
+) -> Message:
+    role, content = raw["role"], raw.get("content")
+    if isinstance(content, str):
+        if role == "user" and ph.PLACEHOLDER_RE.search(content):
+            parts = ph.expand(content, found)
+            return Message(role, tuple(parts) if parts else content)
+        return Message(role, content)
+    if content is None and role == "assistant":
+        return Message(role, "")
+    if not isinstance(content, list):
+        got = type(content).__name__
+        problem = f"expected a string or a list of content parts, got {got}"
+        raise _fail(origin, f"messages[{i}].content", problem)
+    field = f"messages[{i}].content"
+    parts = (_part(f"{field}[{j}]", part, origin, ctx) for j, part in enumerate(content))
+    return Message(role, tuple(parts))
+
+
+def _part(field: str, part: Any, origin: Origin, ctx: FormatContext) -> ContentPart:
+    if not isinstance(part, dict):
+        raise _fail(origin, field, f"expected a content part object, got {type(part).__name__}")
+    ptype = part.get("type")
+    if ptype is None and len(part) == 1:  # {"image_url": {...}}: the type is the only key
+        ptype = next(iter(part))
+    if ptype == "text":
+        if not isinstance(part.get("text"), str):
+            raise _fail(origin, f"{field}.text", "expected a string")
+        return TextPart(part["text"])
+    if ptype not in _MEDIA_PARTS:
+        known = ", ".join(["text", *_MEDIA_PARTS])
+        raise _fail(origin, f"{field}.type", f"unknown part type {ptype!r}; expected {known}")
+    return MediaPart(_part_media(f"{field}.{ptype}", ptype, part.get(ptype), origin, ctx))
+
+
+def _part_media(field: str, ptype: str, body: Any, origin: Origin, ctx: FormatContext) -> MediaRef:
+    kind, value_key = _MEDIA_PARTS[ptype]
+    if isinstance(body, str) and ptype != "input_audio":
+        body = {value_key: body}
+    if not isinstance(body, dict):
+        raise _fail(origin, field, f"expected an object with {value_key!r}")
+    value = body.get(value_key)
+    if not isinstance(value, str) or not value.strip():
+        raise _fail(origin, f"{field}.{value_key}", "missing or empty")
+    detail = body.get("detail")
+    if detail is not None and not isinstance(detail, str):
+        raise _fail(origin, f"{field}.detail", "expected a string")
+    try:
+        fmt = media.check_format(kind, body.get("format"))
+    except MediaError as exc:
+        raise _fail(origin, f"{field}.format", str(exc)) from None
+    try:
+        ref = media.media_from_value(value, kind, format=fmt, base_dir=ctx.base_dir, detail=detail)
+    except MediaError as exc:
+        raise _fail(origin, f"{field}.{value_key}", str(exc)) from None
+    if not media.exists(ref):
+        raise _fail(origin, f"{field}.{value_key}", _missing_reason(ref))
+    return ref
+
+
+def _number_text(value: int | float) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _answer(record: Mapping[str, Any], origin: Origin) -> tuple[str, ...]:
+    value = record.get("answer")
+    items = value if isinstance(value, list) else [value]
+    answers: list[str] = []
+    for k, item in enumerate(items):
+        field = f"answer[{k}]" if isinstance(value, list) else "answer"
+        if item is None or item == "":
+            continue
+        if isinstance(item, str):
+            answers.append(item)
+        elif isinstance(item, int | float) and not isinstance(item, bool):
+            answers.append(_number_text(item))
+        else:
+            got = type(item).__name__
+            problem = f"expected a string, a list of strings or a number, got {got}"
+            raise _fail(origin, field, problem)
+    return tuple(answers)
+
+
+def _question(message: Message) -> str:
+    if isinstance(message.content, str):
+        return message.content
+    texts = (p.text.strip() for p in message.content if isinstance(p, TextPart))
+    return " ".join(t for t in texts if t)
+
+
+def _metadata(record: Mapping[str, Any], origin: Origin) -> Mapping[str, Any]:
+    meta: dict[str, Any] = {}
+    for key in METADATA_FIELDS:
+        value = record.get(key)
+        if value is None:
+            continue
+        if key in _LIST_METADATA and isinstance(value, str) and value.lstrip().startswith("["):
+            try:
+                value = orjson.loads(value)
+            except orjson.JSONDecodeError as exc:
+                raise _fail(origin, key, f"not a valid JSON array ({exc})") from None
+        meta[key] = value
+    return MappingProxyType(meta)

@@ -1,0 +1,413 @@
+"""groundscope.media: loading, sniffing, validation, wire parts, identity, value normalising."""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from groundscope import media
+from groundscope.errors import MediaError
+from groundscope.types import MediaRef, Modality
+from media_fixtures import (
+    AVI_HEAD,
+    FLAC_HEAD,
+    ID3_HEAD,
+    MOV_HEAD,
+    MP3_FRAME_HEAD,
+    MPEG_HEAD,
+    OGG_HEAD,
+    WEBM_HEAD,
+    b64,
+    data_uri,
+    image_bytes,
+    make_media_dir,
+    mp3_bytes,
+    mp4_bytes,
+    wav_bytes,
+    write,
+)
+
+IMAGE, AUDIO, VIDEO = Modality.IMAGE, Modality.AUDIO, Modality.VIDEO
+
+
+def ref(source: str | bytes, kind: Modality = IMAGE, **kw: object) -> MediaRef:
+    return MediaRef(kind=kind, source=source, **kw)  # type: ignore[arg-type]
+
+
+# --- sniffing ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fmt", "mime"),
+    [
+        ("JPEG", "image/jpeg"),
+        ("PNG", "image/png"),
+        ("GIF", "image/gif"),
+        ("WEBP", "image/webp"),
+        ("BMP", "image/bmp"),
+        ("TIFF", "image/tiff"),
+    ],
+)
+def test_sniff_real_images(fmt: str, mime: str) -> None:
+    assert media.sniff_mime(image_bytes(fmt)) == mime
+
+
+@pytest.mark.parametrize(
+    ("data", "mime"),
+    [
+        (wav_bytes(), "audio/wav"),
+        (mp3_bytes(), "audio/mpeg"),
+        (ID3_HEAD, "audio/mpeg"),
+        (MP3_FRAME_HEAD, "audio/mpeg"),
+        (FLAC_HEAD, "audio/flac"),
+        (OGG_HEAD, "audio/ogg"),
+        (mp4_bytes(), "video/mp4"),
+        (MOV_HEAD, "video/quicktime"),
+        (AVI_HEAD, "video/x-msvideo"),
+        (MPEG_HEAD, "video/mpeg"),
+        (WEBM_HEAD, "video/webm"),
+        (b"plain text, no magic", None),
+        (b"", None),
+    ],
+)
+def test_sniff_audio_video_and_unknown(data: bytes, mime: str | None) -> None:
+    assert media.sniff_mime(data) == mime
+
+
+# --- load ----------------------------------------------------------------------------------
+
+
+def test_load_magic_bytes_beat_a_wrong_extension(tmp_path: Path) -> None:
+    write(tmp_path, "photo.jpg", image_bytes("PNG"))
+    data, mime = media.load(ref("photo.jpg", base_dir=tmp_path))
+    assert mime == "image/png"
+    assert data == image_bytes("PNG")
+
+
+def test_load_falls_back_to_hint_then_extension(tmp_path: Path) -> None:
+    write(tmp_path, "blob.webm", b"no magic here")
+    assert media.load(ref("blob.webm", VIDEO, base_dir=tmp_path))[1] == "video/webm"
+    assert media.load(ref("blob.webm", VIDEO, base_dir=tmp_path, format="mov"))[1] == ("video/quicktime")
+    assert media.load(ref(b"no magic here"))[1] == "application/octet-stream"
+
+
+def test_relative_path_resolves_against_base_dir_before_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, cwd = tmp_path / "data", tmp_path / "cwd"
+    write(base, "img.png", image_bytes("PNG"))
+    write(cwd, "img.png", image_bytes("JPEG"))
+    write(cwd, "only_cwd.jpg", image_bytes("JPEG"))
+    monkeypatch.chdir(cwd)
+    assert media.load(ref("img.png", base_dir=base))[1] == "image/png"
+    assert media.load(ref("only_cwd.jpg", base_dir=base))[1] == "image/jpeg"
+    assert media.load(ref("img.png"))[1] == "image/jpeg"  # no base_dir: the CWD
+
+
+def test_missing_file_names_every_path_tried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(MediaError) as info:
+        media.load(ref("nope/dog.jpg", base_dir=tmp_path / "ds"))
+    message = str(info.value)
+    assert "nope/dog.jpg" in message
+    assert str(tmp_path / "ds" / "nope" / "dog.jpg") in message
+    assert str(tmp_path / "nope" / "dog.jpg") in message
+
+
+def test_absolute_path_and_file_uri(tmp_path: Path) -> None:
+    path = write(tmp_path, "a.gif", image_bytes("GIF"))
+    assert media.load(ref(str(path)))[1] == "image/gif"
+    assert media.load(ref(f"file://{path}"))[1] == "image/gif"
+
+
+def test_load_inline_sources() -> None:
+    png = image_bytes("PNG")
+    assert media.load(ref(data_uri(png, "image/png"))) == (png, "image/png")
+    assert media.load(ref(png)) == (png, "image/png")
+    wav = wav_bytes()
+    assert media.load(ref(b64(wav), AUDIO)) == (wav, "audio/wav")
+    assert media.load(ref(b64(png))) == (png, "image/png")  # raw base64 accepted for images too
+    # a data URI that lies about its type is corrected by the magic bytes
+    assert media.load(ref(data_uri(png, "image/jpeg")))[1] == "image/png"
+
+
+def test_load_percent_encoded_data_uri() -> None:
+    assert media.load(ref("data:text/plain,hello%20world", IMAGE))[0] == b"hello world"
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["data:image/png;base64,@@not*base64@@", "data:image/png;base64", "A" * 63 + "!" * 8],
+)
+def test_invalid_inline_data(source: str) -> None:
+    with pytest.raises(MediaError):
+        media.load(ref(source))
+
+
+def test_invalid_raw_base64_names_the_problem() -> None:
+    with pytest.raises(MediaError, match="invalid base64"):
+        media.load(ref("QUJD" * 16 + "Q", AUDIO))  # 65 base64 chars: bad length
+
+
+def test_size_cap(tmp_path: Path) -> None:
+    write(tmp_path, "big.png", image_bytes("PNG", size=(64, 64)))
+    with pytest.raises(MediaError, match="too big"):
+        media.load(ref("big.png", base_dir=tmp_path), max_bytes=10)
+    with pytest.raises(MediaError, match="too big"):
+        media.load(ref(data_uri(image_bytes("PNG"), "image/png")), max_bytes=10)
+    with pytest.raises(MediaError, match="too big"):
+        media.wire_part(ref(image_bytes("PNG")), max_bytes=10)
+
+
+def test_remote_is_never_fetched() -> None:
+    url = ref("https://example.com/a.jpg")
+    assert media.is_remote(url)
+    assert not media.is_remote(ref("a.jpg"))
+    assert media.is_remote(ref("HTTP://EXAMPLE.COM/a.jpg"))
+    with pytest.raises(MediaError, match="never fetched"):
+        media.load(url)
+
+
+# --- wire parts ----------------------------------------------------------------------------
+
+
+def test_wire_image_local_becomes_data_url_with_sniffed_mime(tmp_path: Path) -> None:
+    png = write(tmp_path, "x.jpg", image_bytes("PNG"))
+    part = media.wire_part(ref("x.jpg", base_dir=tmp_path, detail="high"))
+    assert part == {
+        "type": "image_url",
+        "image_url": {"url": data_uri(png.read_bytes(), "image/png"), "detail": "high"},
+    }
+
+
+def test_wire_image_url_passes_through_with_detail() -> None:
+    part = media.wire_part(ref("https://x.test/cat.jpg?x=1", detail="low"))
+    assert part["image_url"] == {"url": "https://x.test/cat.jpg?x=1", "detail": "low"}
+    assert "detail" not in media.wire_part(ref("https://x.test/c.jpg"))["image_url"]
+
+
+def test_wire_image_rejects_non_image_content() -> None:
+    with pytest.raises(MediaError, match="not an image"):
+        media.wire_part(ref(wav_bytes()))
+
+
+def test_wire_audio_raw_base64_and_format(tmp_path: Path) -> None:
+    make_media_dir(tmp_path)
+    part = media.wire_part(ref("media/tone.wav", AUDIO, base_dir=tmp_path, format="wav"))
+    assert part["type"] == "input_audio"
+    data = part["input_audio"]["data"]
+    assert not data.startswith("data:")
+    assert base64.b64decode(data) == (tmp_path / "media" / "tone.wav").read_bytes()
+    assert part["input_audio"]["format"] == "wav"
+
+
+@pytest.mark.parametrize(
+    ("source", "hint", "expected"),
+    [
+        (data_uri(mp3_bytes(), "audio/mpeg"), None, "mp3"),  # data-URI mime / magic
+        (b64(wav_bytes()), None, "wav"),  # raw base64: magic bytes
+        (mp3_bytes(), None, "mp3"),  # bytes: magic bytes
+        (wav_bytes(), "WAV", "wav"),  # hint normalised
+        ("data:audio/x-wav;base64," + b64(b"\x00" * 48), None, "wav"),  # mime alias
+    ],
+)
+def test_wire_audio_format_inference(source: str | bytes, hint: str | None, expected: str) -> None:
+    part = media.wire_part(ref(source, AUDIO, format=hint))
+    assert part["input_audio"]["format"] == expected
+
+
+def test_wire_audio_extension_and_magic_beating_extension(tmp_path: Path) -> None:
+    write(tmp_path, "song.mp3", b"\x00" * 32)  # no magic: the extension decides
+    write(tmp_path, "mislabeled.mp3", wav_bytes())  # WAV bytes under an .mp3 name
+    song = media.wire_part(ref("song.mp3", AUDIO, base_dir=tmp_path))
+    assert song["input_audio"]["format"] == "mp3"
+    part = media.wire_part(ref("mislabeled.mp3", AUDIO, base_dir=tmp_path))
+    assert part["input_audio"]["format"] == "wav"
+
+
+@pytest.mark.parametrize("data", [FLAC_HEAD + b"\x00" * 64, OGG_HEAD + b"\x00" * 64])
+def test_wire_audio_rejects_unsupported_formats(data: bytes) -> None:
+    with pytest.raises(MediaError, match="unsupported audio format"):
+        media.wire_part(ref(data, AUDIO))
+
+
+def test_wire_audio_without_any_format_clue() -> None:
+    with pytest.raises(MediaError, match="cannot tell the audio format"):
+        media.wire_part(ref(b"\x00" * 64, AUDIO))
+
+
+def test_wire_remote_audio_and_video() -> None:
+    assert media.wire_part(ref("https://x.test/a.wav", AUDIO)) == {
+        "type": "audio_url",
+        "audio_url": {"url": "https://x.test/a.wav"},
+    }
+    assert media.wire_part(ref("https://x.test/v.mp4", VIDEO)) == {
+        "type": "video_url",
+        "video_url": {"url": "https://x.test/v.mp4"},
+    }
+
+
+def test_wire_video_local_and_hinted(tmp_path: Path) -> None:
+    make_media_dir(tmp_path)
+    part = media.wire_part(ref("media/clip.mp4", VIDEO, base_dir=tmp_path))
+    assert part == {"type": "video_url", "video_url": {"url": data_uri(mp4_bytes(), "video/mp4")}}
+    mov = media.wire_part(ref(MOV_HEAD, VIDEO))["video_url"]["url"]
+    assert mov.startswith("data:video/quicktime;base64,")
+    avi = media.wire_part(ref(AVI_HEAD, VIDEO))["video_url"]["url"]
+    assert avi.startswith("data:video/x-msvideo;base64,")
+    mpeg = media.wire_part(ref(b"\x00" * 32, VIDEO, format="mpg"))["video_url"]["url"]
+    assert mpeg.startswith("data:video/mpeg;base64,")
+
+
+def test_wire_video_rejects_webm() -> None:
+    with pytest.raises(MediaError, match="unsupported video format 'webm'"):
+        media.wire_part(ref(WEBM_HEAD, VIDEO))
+
+
+# --- check / exists ------------------------------------------------------------------------
+
+
+def test_check_accepts_good_media(tmp_path: Path) -> None:
+    make_media_dir(tmp_path)
+    for name, kind in [("dog.jpg", IMAGE), ("cat.png", IMAGE), ("tone.wav", AUDIO),
+                       ("beep.mp3", AUDIO), ("clip.mp4", VIDEO)]:  # fmt: skip
+        media.check(ref(f"media/{name}", kind, base_dir=tmp_path))
+    media.check(ref("https://x.test/whatever", VIDEO))
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG", "GIF"])
+def test_check_catches_truncated_images(fmt: str) -> None:
+    data = image_bytes(fmt, size=(64, 48))
+    with pytest.raises(MediaError, match="not a readable image"):
+        media.check(ref(data[: len(data) * 2 // 3]))
+
+
+def test_check_rejects_garbage_image_and_missing_file(tmp_path: Path) -> None:
+    write(tmp_path, "fake.jpg", b"this is not a jpeg at all")
+    with pytest.raises(MediaError, match="not a readable image"):
+        media.check(ref("fake.jpg", base_dir=tmp_path))
+    with pytest.raises(MediaError, match="not found"):
+        media.check(ref("absent.jpg", base_dir=tmp_path))
+
+
+def test_check_audio_video_formats(tmp_path: Path) -> None:
+    write(tmp_path, "a.flac", FLAC_HEAD + b"\x00" * 64)
+    with pytest.raises(MediaError, match="unsupported audio format 'flac'"):
+        media.check(ref("a.flac", AUDIO, base_dir=tmp_path))
+    with pytest.raises(MediaError, match="unsupported video format"):
+        media.check(ref(WEBM_HEAD, VIDEO))
+    with pytest.raises(MediaError, match="unsupported audio format"):
+        media.check(ref("https://x.test/a", AUDIO, format="ogg"))
+
+
+def test_exists(tmp_path: Path) -> None:
+    make_media_dir(tmp_path)
+    assert media.exists(ref("media/dog.jpg", base_dir=tmp_path))
+    assert not media.exists(ref("media/cow.jpg", base_dir=tmp_path))
+    assert media.exists(ref("https://x.test/cow.jpg"))
+    assert media.exists(ref(image_bytes()))
+    assert media.exists(ref(data_uri(image_bytes(), "image/jpeg")))
+
+
+# --- identity ------------------------------------------------------------------------------
+
+
+def test_fingerprint_tracks_file_size_and_mtime(tmp_path: Path) -> None:
+    path = write(tmp_path, "a.png", image_bytes("PNG"))
+    first = media.fingerprint(ref("a.png", base_dir=tmp_path))
+    assert first.startswith("image|path:a.png:")
+    assert first == media.fingerprint(ref("a.png", base_dir=tmp_path))
+    path.write_bytes(image_bytes("PNG", size=(40, 40)))
+    os.utime(path, ns=(1, 1))
+    assert media.fingerprint(ref("a.png", base_dir=tmp_path)) != first
+    assert media.fingerprint(ref("gone.png", base_dir=tmp_path)).endswith(":missing")
+
+
+def test_fingerprint_inline_url_and_options() -> None:
+    png = image_bytes("PNG")
+    inline = media.fingerprint(ref(png))
+    assert inline.startswith("image|sha256:") and len(inline.split(":")[1]) == 64
+    assert inline == media.fingerprint(ref(image_bytes("PNG")))
+    assert media.fingerprint(ref("https://x.test/a.jpg")) == "image|url:https://x.test/a.jpg"
+    assert media.fingerprint(ref(png, detail="high")) == inline + "|detail=high"
+    assert media.fingerprint(ref(png, AUDIO, format="wav")).endswith("|format=wav")
+
+
+def test_describe_paths_urls_and_inline_without_payload() -> None:
+    assert media.describe(ref("../media/dog.jpg")) == "../media/dog.jpg"
+    assert media.describe(ref("https://x.test/a.jpg?w=2")) == "https://x.test/a.jpg?w=2"
+    png = image_bytes("PNG")
+    uri = data_uri(png, "image/png")
+    text = media.describe(ref(uri))
+    assert text.startswith("image:sha256:") and text.endswith(" (image/png)")
+    assert len(text.split(":")[2].split()[0]) == 16
+    assert b64(png)[:20] not in text
+    # the same content gives the same description however it is encoded
+    assert media.describe(ref(png)) == text
+    assert media.describe(ref(b64(wav_bytes()), AUDIO)).endswith("(audio/wav)")
+    assert media.describe(ref(b"\x00\x01", AUDIO, format="mp3")).endswith("(audio/mpeg)")
+    assert ref(png).display() == text
+
+
+def test_describe_redacts_url_secrets() -> None:
+    text = media.describe(ref("https://user:pw@x.test/a.jpg?X-Amz-Signature=abc&w=2"))
+    assert "pw" not in text and "abc" not in text
+    assert text == "https://x.test/a.jpg?X-Amz-Signature=REDACTED&w=2"
+
+
+# --- media_from_value ----------------------------------------------------------------------
+
+
+def test_media_from_value_strings_and_paths(tmp_path: Path) -> None:
+    got = media.media_from_value("  ../m/dog.jpg \n", IMAGE, format=None, base_dir=tmp_path)
+    assert got == MediaRef(IMAGE, "../m/dog.jpg", base_dir=tmp_path)
+    assert media.media_from_value(Path("a/b.wav"), "audio", format=".WAV", base_dir=None) == (
+        MediaRef(AUDIO, "a/b.wav", format="wav")
+    )
+    url = media.media_from_value("https://x.test/v", VIDEO, format="quicktime", base_dir=None)
+    assert url.format == "mov" and url.source == "https://x.test/v"
+
+
+def test_media_from_value_parquet_dicts_and_objects() -> None:
+    png = image_bytes("PNG")
+
+    def convert(value: object, kind: Modality = IMAGE) -> MediaRef:
+        return media.media_from_value(value, kind, format=None, base_dir=None)
+
+    assert convert({"bytes": png, "path": "x.png"}).source == png  # bytes win over path
+    assert convert({"bytes": None, "path": "x.png"}).source == "x.png"
+    assert convert({"url": "https://x.test/a.png"}).source == "https://x.test/a.png"
+    assert convert({"data": b64(wav_bytes()), "format": "wav"}, AUDIO).format == "wav"
+    feature = SimpleNamespace(bytes=png, path=None)
+    assert media.media_from_value(feature, IMAGE, format=None, base_dir=None).source == png
+    assert media.media_from_value(bytearray(png), IMAGE, format=None, base_dir=None).source == png
+
+
+@pytest.mark.parametrize(
+    ("value", "kind", "hint", "match"),
+    [
+        ("", IMAGE, None, "empty"),
+        ("   ", IMAGE, None, "empty"),
+        (b"", IMAGE, None, "empty"),
+        (42, IMAGE, None, "unusable image value of type int"),
+        ({"bytes": None, "path": None}, IMAGE, None, "expected a dict"),
+        ("ftp://x.test/a.jpg", IMAGE, None, "unsupported URL scheme 'ftp'"),
+        ("data:image/png;base64,%%%", IMAGE, None, "invalid base64"),
+        ("x.ogg", AUDIO, "ogg", "unsupported audio format 'ogg'"),
+        ("x.mkv", VIDEO, "mkv", "unsupported video format 'mkv'"),
+    ],
+)
+def test_media_from_value_rejects_unusable_values(
+    value: object, kind: Modality, hint: str | None, match: str
+) -> None:
+    with pytest.raises(MediaError, match=match):
+        media.media_from_value(value, kind, format=hint, base_dir=None)
+
+
+def test_media_from_value_does_not_touch_the_disk_for_paths(tmp_path: Path) -> None:
+    got = media.media_from_value("missing/a.jpg", IMAGE, format=None, base_dir=tmp_path)
+    assert not media.exists(got)  # resolution is deferred to exists/check/load
