@@ -251,9 +251,10 @@ def answer_letter(value: Any, letters: Sequence[str], origin: Origin) -> str:
     letter = value.strip()
     if letter in letters:
         return letter
-    hint = f"; did you mean {letter.upper()!r}?" if letter.upper() in letters else ""
+    if letter.upper() in letters:  # a lower-case label is the same label (better than EvalScope)
+        return letter.upper()
     allowed = ",".join(letters)
-    raise _fail(origin, "answer", f"{letter!r} is not one of the option labels {allowed}{hint}")
+    raise _fail(origin, "answer", f"{letter!r} is not one of the option labels {allowed}")
 
 
 def metadata_fields(record: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
