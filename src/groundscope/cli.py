@@ -89,9 +89,17 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     a("--debug", action="store_true", default=_S, help="debug logging")
     a("--timeout", type=float, default=_S, help="per-request timeout in seconds (default 300)")
     a("--max-retries", type=int, default=_S, help="retries on 429/5xx/timeouts (default 5)")
+    a("--retry-base-delay", type=float, default=_S,
+      help="seconds before the first retry, doubled each time, jittered (default 0.5)")
+    a("--retry-max-delay", type=float, default=_S,
+      help="cap on one retry delay, Retry-After included (default 30)")
+    a("--max-image-pixels", type=int, default=_S,
+      help="larger images are refused: a decompression-bomb guard (default: Pillow's, ~89.5M)")
     a("--judge-concurrency", type=int, default=_S, help="judge requests in flight at once")
     a("--sim-accuracy", type=float, default=_S, help="mock: share of correct answers (0.8)")
     a("--sim-latency-ms", type=float, default=_S, help="mock: latency per request (0)")
+    a("--sim-judge-noise", type=float, default=_S,
+      help="mock: share of flipped verdicts of 'mock' judge models (0)")
     a("--no-progress", action="store_true", help="plain log lines instead of a progress bar")
 
 
@@ -106,8 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("run_dir")
     score.add_argument("--judge", type=_json_object, default=None,
                        help="JSON judge config (its api_key is not saved in the run)")
-    report = sub.add_parser("report", help="rebuild table, JSON and HTML from a run directory")
+    report = sub.add_parser("report", help="rebuild table, JSON and HTML from a run directory; "
+                            "with several, compare them")
     report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    report.add_argument("--out", metavar="FILE", default="comparison.html",
+                        help="with several run directories: the comparison page (./comparison.html)")
+    report.add_argument("--seed", type=int, default=0, help="seed of the paired permutation test")
     sim = sub.add_parser("simulate", help="serve the offline model simulator on loopback")
     sim.add_argument("--host", default="127.0.0.1")
     sim.add_argument("--port", type=int, default=8000)
@@ -116,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--accuracy", type=float, default=0.8)
     sim.add_argument("--latency-ms", type=float, default=0.0)
     sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--judge-noise", type=float, default=0.0,
+                     help="share of flipped verdicts when answering LLM-judge requests")
     for kind in ("429", "500", "timeout", "malformed", "disconnect"):
         sim.add_argument(f"--rate-{kind}", type=float, default=0.0,
                          help=f"share of requests answered with a {kind} fault")
@@ -131,7 +145,8 @@ def eval_config(ns: argparse.Namespace) -> dict[str, Any]:
         from groundscope.config import _read_config_file
 
         data = _read_config_file(Path(ns.config))
-    skip = {"command", "config", "no_progress", "version", "sim_accuracy", "sim_latency_ms"}
+    skip = {"command", "config", "no_progress", "version", "sim_accuracy", "sim_latency_ms",
+            "sim_judge_noise"}
     for key, value in vars(ns).items():
         if key not in skip:
             data[key] = value
@@ -140,6 +155,8 @@ def eval_config(ns: argparse.Namespace) -> dict[str, Any]:
         sim["accuracy"] = ns.sim_accuracy
     if hasattr(ns, "sim_latency_ms"):
         sim["latency_ms"] = ns.sim_latency_ms
+    if hasattr(ns, "sim_judge_noise"):
+        sim["judge_noise"] = ns.sim_judge_noise
     if sim:
         data["simulator"] = sim
     return data
@@ -177,15 +194,27 @@ def _cmd_score(ns: argparse.Namespace) -> int:
 
 
 def _cmd_report(ns: argparse.Namespace) -> int:
+    if len(ns.run_dirs) > 1:  # compare: the runs are read, never rewritten
+        from groundscope.report.compare import compare_runs, render_comparison
+        from groundscope.report.compare_html import write_comparison
+
+        comparison = compare_runs(ns.run_dirs, seed=ns.seed)
+        print(render_comparison(comparison))
+        print(f"Comparison page: {write_comparison(comparison, ns.out)}")
+        return 0
+    from pathlib import Path
+
     from groundscope.rescore import rebuild_report
 
-    for run_dir in ns.run_dirs:
-        report = rebuild_report(run_dir)
-        print(report.table())
+    report = rebuild_report(ns.run_dirs[0])
+    print(report.table())
+    if (Path(report.run_dir) / "report.html").exists():
+        print(f"HTML report: {Path(report.run_dir) / 'report.html'}")
     return 0
 
 
 def _cmd_simulate(ns: argparse.Namespace) -> int:
+    from groundscope.client.sim_judge import JudgeResponder
     from groundscope.client.simulator import Oracle, SimBehaviour, serve_forever
     from groundscope.config import load_config
     from groundscope.errors import RecordError
@@ -202,7 +231,8 @@ def _cmd_simulate(ns: argparse.Namespace) -> int:
                              rate_disconnect=ns.rate_disconnect)
     print(f"simulating on http://{ns.host}:{ns.port}/v1 with {len(samples)} known samples",
           file=sys.stderr, flush=True)
-    serve_forever(ns.host, ns.port, Oracle.from_samples(samples), behaviour)
+    serve_forever(ns.host, ns.port, Oracle.from_samples(samples), behaviour,
+                  responders=[JudgeResponder(noise=ns.judge_noise, seed=ns.seed)])
     return 0
 
 

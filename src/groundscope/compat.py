@@ -61,6 +61,7 @@ def translate_task_config(data: Mapping[str, Any]) -> dict[str, Any]:
         out["eval_type"] = EVAL_TYPES.get(out["eval_type"], out["eval_type"])
     if "max_concurrency" in out:
         out["eval_batch_size"] = out.pop("max_concurrency")
+    _translate_legacy_judge(out)
     gen = out.get("generation_config")
     if isinstance(gen, Mapping):
         gen = dict(gen)
@@ -74,6 +75,28 @@ def translate_task_config(data: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(args, Mapping):
         out["dataset_args"] = {k: _translate_dataset_args(v) for k, v in args.items()}
     return out
+
+
+# EvalScope's judge prompt settings (its ``judge.contract``): our verdict contract is fixed.
+_JUDGE_PROMPT_KEYS = ("system_prompt", "prompt_template", "score_mapping", "score_type",
+                      "score_pattern")
+
+
+def _translate_legacy_judge(out: dict[str, Any]) -> None:
+    """EvalScope's deprecated ``judge_strategy`` + ``judge_model_args`` -> ``judge``."""
+    if "judge_strategy" not in out and "judge_model_args" not in out:
+        return
+    if "judge" in out:
+        return  # both given: leave the legacy keys for the unknown-key error
+    strategy = out.pop("judge_strategy", "auto")
+    model = out.pop("judge_model_args", None)
+    if isinstance(model, Mapping):
+        model = dict(model)
+        for key in _JUDGE_PROMPT_KEYS:
+            if model.pop(key, None) is not None:
+                log.warning("judge_model_args.%s is ignored: groundscope's judge uses its own "
+                            "verdict contract (see the README)", key)
+    out["judge"] = {"strategy": strategy, "models": [model] if model else []}
 
 
 def _translate_dataset_args(args: Any) -> Any:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from groundscope import compat
 from groundscope.errors import ConfigError
+from groundscope.media import DEFAULT_MAX_PIXELS
 
 _ENV_REF = re.compile(r"^\$(?:\{(\w+)\}|(\w+))$")
 
@@ -96,6 +97,7 @@ class SimulatorArgs(_Strict):
     accuracy: float = Field(default=0.8, ge=0.0, le=1.0)
     latency_ms: float = Field(default=0.0, ge=0.0)
     seed: int = 0
+    judge_noise: float = Field(default=0.0, ge=0.0, le=1.0)  # share of flipped mock verdicts
 
 
 class TaskConfig(_Strict):
@@ -122,6 +124,9 @@ class TaskConfig(_Strict):
     debug: bool = False
     timeout: float = Field(default=300.0, gt=0)
     max_retries: int = Field(default=5, ge=0)
+    retry_base_delay: float = Field(default=0.5, ge=0.0)
+    retry_max_delay: float = Field(default=30.0, ge=0.0)
+    max_image_pixels: int = Field(default=DEFAULT_MAX_PIXELS, ge=1)
     judge_concurrency: int | None = Field(default=None, ge=1)
     max_error_rate: float | None = Field(default=None, ge=0.0, le=1.0)
     simulator: SimulatorArgs = Field(default_factory=SimulatorArgs)
@@ -222,6 +227,7 @@ def load_config(source: TaskConfig | Mapping[str, Any] | str | Path) -> TaskConf
     Raises ``ConfigError`` with a one-line message naming the offending key.
     """
     if isinstance(source, TaskConfig):
+        _cross_check(source)  # a config built in code gets the same checks as a dict
         return source
     if isinstance(source, str | Path):
         data = _read_config_file(Path(source))
@@ -282,3 +288,20 @@ def _cross_check(cfg: TaskConfig) -> None:
         raise ConfigError("api_url: required for eval_type openai_api (or use --eval-type mock)")
     if cfg.judge is not None and cfg.judge.strategy in {"llm", "llm_recall"} and not cfg.judge.models:
         raise ConfigError(f"judge.models: strategy {cfg.judge.strategy!r} needs at least one model")
+    if cfg.judge is not None:
+        _check_judge_urls(cfg.judge, cfg.eval_type)
+
+
+def _check_judge_urls(judge: JudgeConfig, eval_type: str) -> None:
+    """A judge URL is http(s), or ``mock`` (the offline simulator) in an ``eval_type=mock`` run."""
+    from urllib.parse import urlsplit
+
+    for i, m in enumerate(judge.models):
+        where = f"judge.models[{i}].api_url"
+        if m.api_url == "mock":
+            if eval_type != "mock":
+                raise ConfigError(f"{where}: 'mock' (the offline simulator) needs eval_type mock")
+            continue
+        parts = urlsplit(m.api_url.strip())
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigError(f"{where}: must be an http(s) URL, or 'mock' with eval_type mock")

@@ -8,7 +8,7 @@ re-aggregates the saved reviews into the JSON reports, the table and the HTML pa
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +17,9 @@ import orjson
 from groundscope.config import TaskConfig, load_config
 from groundscope.errors import StoreError
 from groundscope.metrics import MetricAccumulator, category_of
+from groundscope.report.judge import add_judge_stats
 from groundscope.report.model import DatasetReport, MetricRow, Report, Summary
-from groundscope.scoring import build_scorers
+from groundscope.scoring import Scorer, ScoringContext, build_scorers, metric_names, primary_metric
 from groundscope.store import (
     RunStore,
     prediction_from_json,
@@ -91,19 +92,34 @@ async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescor
     cfg = load_run_config(run_dir, judge)
     store = RunStore.open(run_dir, cfg.model_name)
     skipped = _skipped_counts(run_dir)
+    ctx = ScoringContext(run_dir=run_dir, judge=cfg.judge, seed=cfg.seed,
+                         judge_concurrency=cfg.judge_concurrency or cfg.eval_batch_size,
+                         timeout=cfg.timeout, max_retries=cfg.max_retries)
     try:
-        reports = [await _process_dataset(cfg, store, name, skipped.get(name, 0), rescore)
+        reports = [await _process_dataset(cfg, store, name, skipped.get(name, 0), rescore, ctx)
                    for name in cfg.datasets]
     finally:
+        await ctx.aclose()
         store.close()
+    try:  # the JSON reports are written; a rendering failure must not undo them
+        from groundscope.report.html import write_html
+
+        write_html(run_dir)
+    except Exception as exc:
+        import logging
+
+        logging.getLogger("groundscope").error("could not write report.html: %s: %s",
+                                               type(exc).__name__, exc)
     return Report(run_dir=str(run_dir), model=cfg.model_name, datasets=reports)
 
 
 async def _process_dataset(cfg: TaskConfig, store: RunStore, name: str, skipped: int,
-                           rescore: bool) -> DatasetReport:
+                           rescore: bool, ctx: ScoringContext) -> DatasetReport:
     pretty, primary, defaults = _dataset_meta(name)
     args = cfg.dataset_args.get(name)
-    scorers = build_scorers((args.metric_list if args else None) or list(defaults))
+    scorers = build_scorers(metric_names(defaults, args.metric_list if args else None, cfg.judge),
+                            ctx)
+    primary = primary_metric(primary, scorers)
     keys = {s.name: s.keys for s in scorers}
     acc = MetricAccumulator()
     rows_all: list[dict[str, Any]] = []
@@ -114,13 +130,8 @@ async def _process_dataset(cfg: TaskConfig, store: RunStore, name: str, skipped:
         rows_all += rows.values()
         if rescore:
             store.reviews_file(name, subset).unlink(missing_ok=True)
-            for row in rows.values():
-                sample = sample_from_json(row, name, subset)
-                pred = prediction_from_json(row)
-                for scorer in scorers:
-                    score = await scorer.score(sample, pred)
-                    store.append_score(name, subset, score, pred.request_hash)
-                    acc.add(subset, score, scorer.keys, category_of(sample.metadata))
+            await _rescore_subset(store, name, subset, rows.values(), scorers, acc,
+                                  ctx.judge_concurrency)
             continue
         for review in store.load_reviews(name, subset).values():
             score = score_from_json(review)
@@ -131,5 +142,23 @@ async def _process_dataset(cfg: TaskConfig, store: RunStore, name: str, skipped:
         model=cfg.model_name, dataset=name, pretty_name=pretty, primary_metric=primary,
         subsets=acc.subsets(), summary=_summary(rows_all, skipped),
         metrics=[MetricRow.from_result(r, c) for c, r in acc.rows(seed=cfg.seed)])
+    rep = add_judge_stats(rep, cfg.judge, store)
     store.write_report(name, rep.model_dump(mode="json"))
     return rep
+
+
+async def _rescore_subset(store: RunStore, name: str, subset: str, rows: Iterable[dict[str, Any]],
+                          scorers: list[Scorer], acc: MetricAccumulator, concurrency: int) -> None:
+    """Score saved predictions again, ``concurrency`` samples at a time (judge calls)."""
+    slots = asyncio.Semaphore(concurrency)
+
+    async def one(row: dict[str, Any]) -> None:
+        sample = sample_from_json(row, name, subset)
+        pred = prediction_from_json(row)
+        async with slots:
+            for scorer in scorers:
+                score = await scorer.score(sample, pred)
+                store.append_score(name, subset, score, pred.request_hash)
+                acc.add(subset, score, scorer.keys, category_of(sample.metadata))
+
+    await asyncio.gather(*(one(row) for row in rows))

@@ -36,9 +36,11 @@ from groundscope.errors import (
     RecordError,
 )
 from groundscope.metrics import MetricAccumulator, category_of
+from groundscope.report.judge import add_judge_stats
 from groundscope.report.model import DatasetReport, MetricRow, Report, Summary
-from groundscope.scoring import Scorer, ScoringContext, build_scorers
-from groundscope.store import RunStore, prediction_from_json
+from groundscope.resume import scoring_view, warn_config_changes
+from groundscope.scoring import Scorer, ScoringContext, build_scorers, metric_names, primary_metric
+from groundscope.store import RunStore, prediction_from_json, sample_to_json
 from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
 
 log = logging.getLogger("groundscope")
@@ -71,7 +73,7 @@ class _Item:
 def plan_dataset(cfg: TaskConfig, name: str, ctx: ScoringContext | None = None) -> _DatasetRun:
     """Resolve a dataset's format, path, subsets and scorers (no record is read)."""
     from groundscope.dataset import FORMATS
-    from groundscope.dataset.discover import list_subsets
+    from groundscope.dataset.discover import find_subset_file, list_subsets
 
     fmt = FORMATS[name]
     args = cfg.dataset_args.get(name, DatasetArgs())
@@ -81,10 +83,14 @@ def plan_dataset(cfg: TaskConfig, name: str, ctx: ScoringContext | None = None) 
             "groundscope never downloads datasets"
         )
     subsets = args.subset_list or list_subsets(Path(args.local_path), fmt.split)
-    metric_names = args.metric_list or list(fmt.default_metrics)
-    scorers = build_scorers(metric_names, ctx)
-    return _DatasetRun(name=name, pretty_name=fmt.pretty_name, primary_metric=fmt.primary_metric,
-                       args=args, scorers=scorers, subsets=subsets)
+    for subset in subsets:  # a missing file is an error now, not after half the run
+        find_subset_file(Path(args.local_path), subset, fmt.split)
+    names = metric_names(fmt.default_metrics, args.metric_list, cfg.judge)
+    scorers = build_scorers(names, ctx)
+    return _DatasetRun(name=name, pretty_name=fmt.pretty_name,
+                       primary_metric=primary_metric(fmt.primary_metric, scorers),
+                       args=args, scorers=scorers, subsets=subsets,
+                       acc=MetricAccumulator(subsets))
 
 
 def iter_samples(
@@ -95,7 +101,8 @@ def iter_samples(
 
     args = run.args
     ctx = {"system_prompt": args.system_prompt, "prompt_template": args.prompt_template,
-           "shuffle_choices": args.shuffle_choices, "seed": cfg.seed}
+           "shuffle_choices": args.shuffle_choices, "seed": cfg.seed,
+           "human_label_field": cfg.judge.human_label_field if cfg.judge else "human_label"}
     for subset in run.subsets:
         stream = load_samples(run.name, Path(args.local_path or ""), [subset],
                               limit=None if args.shuffle else cfg.limit, ctx_kwargs=ctx,
@@ -127,7 +134,8 @@ class Runner:
         self.cfg = cfg
         self.progress = sys.stderr.isatty() if progress is None else progress
         self.scoring = ScoringContext(judge=cfg.judge, seed=cfg.seed,
-                                      judge_concurrency=cfg.judge_concurrency or cfg.eval_batch_size)
+                                      judge_concurrency=cfg.judge_concurrency or cfg.eval_batch_size,
+                                      timeout=cfg.timeout, max_retries=cfg.max_retries)
         self.datasets = [plan_dataset(cfg, name, self.scoring) for name in cfg.datasets]
         if cfg.use_cache:
             self.store = RunStore.open(cfg.use_cache, cfg.model_name)
@@ -140,6 +148,7 @@ class Runner:
         self._errored = 0
         self._stop_reason: str | None = None
         self._bar: Any = None
+        self._scrub = logs.Redactor(cfg.secrets()).scrub  # for error texts saved in outputs
 
     @property
     def run_dir(self) -> Path:
@@ -151,7 +160,16 @@ class Runner:
         cfg = self.cfg
         logs.configure(debug=cfg.debug, secrets=cfg.secrets(), log_file=self.store.log_file)
         log.info("run directory: %s", self.run_dir)
+        if cfg.use_cache:
+            warn_config_changes(self.run_dir, cfg.redacted())
         self.store.write_config(cfg.redacted())
+        from groundscope import media
+
+        media.set_max_pixels(cfg.max_image_pixels)  # this run's context: load and send
+        if cfg.strict:  # as EvalScope: a bad record is fatal before any request is sent
+            for run in self.datasets:
+                for _ in iter_samples(cfg, run, strict=True):
+                    pass
         try:
             async with AsyncExitStack() as stack:
                 api_url = cfg.api_url
@@ -165,11 +183,16 @@ class Runner:
                 client = ChatClient(
                     api_url or "", cfg.model, api_key=cfg.api_key,
                     generation_config=cfg.generation_config, timeout=cfg.timeout,
-                    retry=RetryPolicy(max_retries=cfg.max_retries),
+                    retry=RetryPolicy(max_retries=cfg.max_retries, base_delay=cfg.retry_base_delay,
+                                      max_delay=cfg.retry_max_delay),
                     concurrency=cfg.eval_batch_size,
                 )
                 stack.push_async_callback(client.aclose)
                 await self._evaluate(client)
+            for run in self.datasets:
+                if run.summary.changed:
+                    log.warning("%s: %d samples changed since the cached run (request or "
+                                "reference): asked or scored again", run.name, run.summary.changed)
         finally:
             self._close_progress()
             self.store.close()
@@ -180,6 +203,7 @@ class Runner:
         return report
 
     async def _start_simulator(self, stack: AsyncExitStack) -> str:
+        from groundscope.client.sim_judge import JudgeResponder
         from groundscope.client.simulator import Oracle, SimBehaviour, SimulatorServer
 
         samples = (s for run in self.datasets
@@ -188,7 +212,8 @@ class Runner:
         oracle = Oracle.from_samples(samples)
         sim = self.cfg.simulator
         server = SimulatorServer(oracle, SimBehaviour(accuracy=sim.accuracy,
-                                                      latency_ms=sim.latency_ms, seed=sim.seed))
+                                                      latency_ms=sim.latency_ms, seed=sim.seed),
+                                 responders=[JudgeResponder(noise=sim.judge_noise, seed=sim.seed)])
         url = await server.astart()
         stack.push_async_callback(server.astop)
         log.info("offline model simulator listening on %s (accuracy %.2f)", url, sim.accuracy)
@@ -226,15 +251,24 @@ class Runner:
         self._model_slots = asyncio.Semaphore(n_model)
         self._score_slots = asyncio.Semaphore(n_score)
         self._open_progress()
-        async with asyncio.TaskGroup() as tg:
-            for item in self._items():
-                if self._stop_reason:
-                    break
-                await live.acquire()
-                if self._stop_reason:
-                    live.release()
-                    break
-                tg.create_task(self._guarded(client, item, live))
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for item in self._items():
+                    if self._stop_reason:
+                        break
+                    await live.acquire()
+                    if self._stop_reason:
+                        live.release()
+                        break
+                    tg.create_task(self._guarded(client, item, live))
+        except BaseExceptionGroup as group:  # a user error stays one line, not a traceback
+            mine = group.subgroup(GroundscopeError)
+            if mine is None:
+                raise
+            first: BaseException = mine
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            raise first from None
 
     async def _guarded(self, client: Any, item: _Item, live: asyncio.Semaphore) -> None:
         try:
@@ -281,12 +315,22 @@ class Runner:
             return None
         if row["request_hash"] != req_hash:
             run.summary.changed += 1
-            log.warning("%s: request changed since the cached run (prompt, media, model or "
-                        "generation config); requesting it again", item.sample.origin)
+            log.debug("%s: request changed since the cached run (prompt, media, model or "
+                      "generation config); requesting it again", item.sample.origin)
             return None
         if row["status"] != PredictionStatus.OK.value:
             return None  # errored before: try again
-        return prediction_from_json(row)
+        pred = prediction_from_json(row)
+        if scoring_view(row["sample"]) != scoring_view(sample_to_json(item.sample)):
+            # Same request, changed reference (answer, choices, metadata): keep the answer,
+            # save the record as it is now and score it again; old reviews are not reused.
+            run.summary.changed += 1
+            log.debug("%s: reference changed since the cached run; re-scoring",
+                      item.sample.origin)
+            for scorer in run.scorers:
+                run.review_cache[item.subset].pop((item.sample.id, item.repeat, scorer.name), None)
+            self.store.append_prediction(run.name, item.subset, item.sample, pred)
+        return pred
 
     async def _predict(self, client: Any, sample: Sample, req_hash: str, repeat: int) -> Prediction:
         attempts = 1
@@ -303,8 +347,8 @@ class Runner:
             return Prediction(sample.id, req_hash, PredictionStatus.ERROR, error=str(exc),
                               error_kind="media", attempts=attempts, repeat=repeat,
                               latency_s=time.perf_counter() - start)
-        except ModelError as exc:
-            return Prediction(sample.id, req_hash, PredictionStatus.ERROR, error=str(exc),
+        except ModelError as exc:  # the server's message may quote a key: scrubbed
+            return Prediction(sample.id, req_hash, PredictionStatus.ERROR, error=self._scrub(str(exc)),
                               error_kind=exc.kind, attempts=attempts, repeat=repeat,
                               latency_s=time.perf_counter() - start)
         return Prediction(sample.id, req_hash, PredictionStatus.OK, completion=completion,
@@ -318,7 +362,8 @@ class Runner:
         for scorer in run.scorers:
             row = reviews.get((item.sample.id, item.repeat, scorer.name))
             score: Score
-            if row is not None and row.get("request_hash") == req_hash:
+            if (row is not None and row.get("request_hash") == req_hash
+                    and row.get("status") != ScoreStatus.JUDGE_FAILED.value):  # re-judged
                 score = score_from_json(row)
             else:
                 try:
@@ -328,7 +373,7 @@ class Runner:
                 except Exception as exc:
                     log.error("%s: scorer %s failed: %s", item.sample.origin, scorer.name, exc)
                     score = Score(item.sample.id, scorer.name, ScoreStatus.ERROR,
-                                  detail={"error": f"{type(exc).__name__}: {exc}"},
+                                  detail={"error": self._scrub(f"{type(exc).__name__}: {exc}")},
                                   repeat=item.repeat)
                 self.store.append_score(run.name, item.subset, score, req_hash)
             run.acc.add(item.subset, score, scorer.keys, category_of(item.sample.metadata))
@@ -388,8 +433,15 @@ class Runner:
                 summary=run.summary,
                 metrics=[MetricRow.from_result(r, c) for c, r in run.acc.rows(seed=self.cfg.seed)],
             )
+            rep = add_judge_stats(rep, self.cfg.judge, self.store)
             self.store.write_report(run.name, rep.model_dump(mode="json"))
             out.append(rep)
+        try:  # report.html last: a rendering failure must never cost the run's other outputs
+            from groundscope.report.html import write_html
+
+            log.info("HTML report: %s", write_html(self.run_dir))
+        except Exception as exc:
+            log.error("could not write report.html: %s: %s", type(exc).__name__, exc)
         return Report(run_dir=str(self.run_dir), model=self.cfg.model_name, datasets=out)
 
 

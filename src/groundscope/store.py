@@ -117,7 +117,7 @@ def sample_to_json(sample: Sample) -> dict[str, Any]:
     }
 
 
-def _message_from_json(row: Mapping[str, Any]) -> Message:
+def _message_from_json(row: Mapping[str, Any], base_dir: Path | None = None) -> Message:
     content = row["content"]
     if isinstance(content, str):
         return Message(row["role"], content)
@@ -125,18 +125,20 @@ def _message_from_json(row: Mapping[str, Any]) -> Message:
     for part in content:
         if part["type"] == "text":
             parts.append(TextPart(part["text"]))
-        else:  # media kept by description only: enough for text scorers and reports
-            parts.append(MediaPart(MediaRef(Modality(part["type"]), part["media"])))
+        else:  # media kept by description: a path re-resolves against the dataset's folder
+            parts.append(MediaPart(MediaRef(Modality(part["type"]), part["media"],
+                                            base_dir=base_dir)))
     return Message(row["role"], tuple(parts))
 
 
 def sample_from_json(row: Mapping[str, Any], dataset: str, subset: str) -> Sample:
-    """The scoring view of a saved sample (media by description, not loadable)."""
+    """The scoring view of a saved sample: media by description (local paths stay loadable,
+    relative to the dataset file; inline media are a content hash only)."""
     data = row["sample"]
     path, _, line = data["origin"].rpartition(":")
     return Sample(
         id=str(row["sample_id"]), dataset=dataset, subset=subset,
-        messages=tuple(_message_from_json(m) for m in data["messages"]),
+        messages=tuple(_message_from_json(m, Path(path).parent) for m in data["messages"]),
         origin=Origin(Path(path), int(line) if line.isdigit() else 0),
         target=tuple(data["target"]), answer_kind=AnswerKind(data["answer_kind"]),
         choices=tuple(data["choices"]), question=data["question"], metadata=data["metadata"],
@@ -252,7 +254,6 @@ class RunStore:
         self.run_dir = run_dir
         self.model_dir = safe_name(model_name)
         self._shards: dict[Path, _Shard] = {}
-        self._skipped: _Shard | None = None
 
     # -- opening
 
@@ -322,9 +323,9 @@ class RunStore:
         self._shard(self.reviews_file(dataset, subset), ("sample_id", "repeat", "scorer")).append(row)
 
     def append_skipped(self, dataset: str, subset: str, problem: str) -> None:
-        if self._skipped is None:
-            self._skipped = _Shard(self.run_dir / "skipped.jsonl", ())
-        self._skipped.append({"dataset": dataset, "subset": subset, "problem": problem})
+        """One bad record; keyed, so a resumed run that meets it again does not count it twice."""
+        row = {"dataset": dataset, "subset": subset, "problem": problem}
+        self._shard(self.run_dir / "skipped.jsonl", ("dataset", "subset", "problem")).append(row)
 
     def write_report(self, dataset: str, report: Mapping[str, Any]) -> Path:
         path = self.report_file(dataset)
@@ -335,8 +336,6 @@ class RunStore:
     def close(self) -> None:
         for shard in self._shards.values():
             shard.close()
-        if self._skipped is not None:
-            self._skipped.close()
 
     # -- reading back (resume, re-score, re-report)
 

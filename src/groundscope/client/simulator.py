@@ -1,14 +1,16 @@
 """The offline OpenAI-compatible model: a real aiohttp server on loopback (SPEC section 11).
 
 It answers ``POST /v1/chat/completions`` from the dataset's own references with a set
-accuracy (a *noisy oracle*), and injects failures (429 with Retry-After, 500, hangs,
-malformed JSON, dropped connections). Every decision is a hash of ``(seed, key, attempt)``,
-where ``key`` identifies the request's content and ``attempt`` counts how often that key was
-asked, so retries eventually succeed and a run is reproducible.
+accuracy (a *noisy oracle*, ``sim_oracle.py``), and injects failures (429 with
+Retry-After, 500, hangs, malformed JSON, dropped connections). Every decision is a hash of
+``(seed, key, attempt)``, where ``key`` identifies the request's content and ``attempt``
+counts how often that key was asked, so retries eventually succeed and a run is
+reproducible.
 
 Replies come from *responders* tried in order (``SimRequest -> SimReply | None``); the
 oracle is the last one and always answers. Judge / claim / verification modes plug in as
-responders placed before it.
+responders placed before it (``sim_judge.py``). Request parsing and the reply JSON live in
+``sim_wire.py``.
 
 Observability: ``GET /_sim/requests`` and ``GET /_sim/stats`` (and the same in process);
 no record holds base64 payloads (only their hashes) or the Authorization header.
@@ -17,357 +19,48 @@ no record holds base64 payloads (only their hashes) or the Authorization header.
 from __future__ import annotations
 
 import asyncio
-import binascii
 import contextlib
 import hashlib
-import math
 import socket
 import threading
-import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
-from urllib.parse import unquote_to_bytes
 
 import orjson
 from aiohttp import web
 
-from groundscope import media
-from groundscope.errors import MediaError
-from groundscope.types import AnswerKind, MediaRef, Sample, TextPart
+from groundscope.client.sim_oracle import (
+    DISTRACTOR,
+    GENERIC_ANSWER,
+    Oracle,
+    OracleEntry,
+    SimBehaviour,
+    oracle_key,
+    oracle_responder,
+    sample_media_id,
+)
+from groundscope.client.sim_wire import (
+    BadRequest,
+    Responder,
+    SimReply,
+    SimRequest,
+    bytes_id,
+    check_params,
+    completion_body,
+    error_response,
+    json_response,
+    parse_messages,
+)
+from groundscope.types import Sample
 
-GENERIC_ANSWER = "The image shows an ordinary everyday scene."
-DISTRACTOR = "I cannot tell what this shows."
-_PART_TYPES = frozenset({"text", "image_url", "input_audio", "video_url", "audio_url"})
-_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
-_MEDIA_TOKENS = {"image_url": 256, "input_audio": 128, "audio_url": 128, "video_url": 1024}
+__all__ = [
+    "DISTRACTOR", "GENERIC_ANSWER", "BadRequest", "Oracle", "OracleEntry", "Responder",
+    "SimBehaviour", "SimReply", "SimRequest", "SimulatorServer", "bytes_id", "check_params",
+    "oracle_key", "oracle_responder", "parse_messages", "sample_media_id", "serve_forever",
+]
+
 _HIDDEN_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key", "x-api-key"})
-
-
-def _unit(seed: int, *parts: object) -> float:
-    """A deterministic number in [0, 1) from the seed and the parts."""
-    raw = "\x1f".join([str(seed), *map(str, parts)]).encode()
-    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big") / 2.0**64
-
-
-def oracle_key(texts: Sequence[str], media_ids: Sequence[str]) -> str:
-    """The identity of a request's content: all texts in order, then all media ids."""
-    return hashlib.sha256(orjson.dumps([list(texts), list(media_ids)])).hexdigest()[:32]
-
-
-def bytes_id(data: bytes) -> str:
-    """The media id of raw bytes: the first 16 hex digits of their sha256."""
-    return hashlib.sha256(data).hexdigest()[:16]
-
-
-def sample_media_id(ref: MediaRef) -> str:
-    """The media id the server will compute for ``ref`` (an http(s) URL stands for itself)."""
-    if media.is_remote(ref):
-        return str(ref.source)
-    return bytes_id(media.load(ref)[0])
-
-
-@dataclass(frozen=True, slots=True)
-class SimBehaviour:
-    """How the simulated model behaves. Rates are probabilities per request (sum <= 1).
-
-    ``max_faults_per_key`` caps the injected failures per request key: with
-    ``rate_500=1.0, max_faults_per_key=2`` every request succeeds on its third attempt.
-    ``max_context_tokens`` makes prompts that are too long fail with a 400
-    ``context_length_exceeded`` error, like a real endpoint.
-    """
-
-    accuracy: float = 1.0
-    latency_ms: float = 0.0
-    jitter_ms: float = 0.0
-    seed: int = 0
-    rate_429: float = 0.0
-    retry_after_s: float = 1.0
-    rate_500: float = 0.0
-    rate_timeout: float = 0.0
-    hang_s: float = 30.0
-    rate_malformed: float = 0.0
-    rate_disconnect: float = 0.0
-    max_faults_per_key: int | None = None
-    max_context_tokens: int | None = None
-
-    def __post_init__(self) -> None:
-        rates = self._rates()
-        if not 0.0 <= self.accuracy <= 1.0 or any(r < 0 for _, r in rates):
-            raise ValueError("accuracy and failure rates must be in [0, 1]")
-        if sum(r for _, r in rates) > 1.0 + 1e-9:
-            raise ValueError("failure rates must sum to at most 1")
-
-    def _rates(self) -> tuple[tuple[str, float], ...]:
-        return (
-            ("429", self.rate_429), ("500", self.rate_500), ("timeout", self.rate_timeout),
-            ("malformed", self.rate_malformed), ("disconnect", self.rate_disconnect),
-        )
-
-    def fault(self, key: str, attempt: int) -> str | None:
-        """The failure injected into attempt ``attempt`` (1-based) of ``key``, if any."""
-        if self.max_faults_per_key is not None and attempt > self.max_faults_per_key:
-            return None
-        u = _unit(self.seed, key, attempt, "fault")
-        for name, rate in self._rates():
-            if u < rate:
-                return name
-            u -= rate
-        return None
-
-    def correct(self, key: str) -> bool:
-        """Whether the oracle answers ``key`` correctly (fixed per seed and key)."""
-        return _unit(self.seed, key, "correct") < self.accuracy
-
-    def latency_s(self, key: str, attempt: int) -> float:
-        jitter = self.jitter_ms * _unit(self.seed, key, attempt, "latency")
-        return (self.latency_ms + jitter) / 1000.0
-
-
-@dataclass(frozen=True, slots=True)
-class OracleEntry:
-    key: str
-    references: tuple[str, ...]
-    answer_kind: AnswerKind
-    choices: tuple[str, ...]
-
-
-def _sample_texts(sample: Sample) -> list[str]:
-    texts: list[str] = []
-    for msg in sample.messages:
-        if isinstance(msg.content, str):
-            texts.append(msg.content)
-        else:
-            texts.extend(p.text for p in msg.content if isinstance(p, TextPart))
-    return texts
-
-
-class Oracle:
-    """Answers from references: request key -> (references, answer kind, choices)."""
-
-    def __init__(self, entries: Iterable[tuple[OracleEntry, str]] = ()) -> None:
-        """``entries`` are ``(entry, text_key)`` pairs; prefer :meth:`from_samples`."""
-        self._by_key: dict[str, OracleEntry] = {}
-        self._by_text: dict[str, OracleEntry | None] = {}
-        pool: dict[str, None] = {}
-        for entry, text_key in entries:
-            self._by_key.setdefault(entry.key, entry)
-            seen = self._by_text.get(text_key, entry)
-            self._by_text[text_key] = entry if seen is not None and seen.key == entry.key else None
-            if entry.answer_kind is AnswerKind.FREE and entry.references:
-                pool.setdefault(entry.references[0], None)
-        self._pool = tuple(pool)
-
-    @classmethod
-    def from_samples(cls, samples: Iterable[Sample]) -> Oracle:
-        """Index samples by the key their wire request will have (media read via media.py)."""
-        pairs = []
-        for sample in samples:
-            texts = _sample_texts(sample)
-            text_key = oracle_key(texts, ())
-            try:
-                key = oracle_key(texts, [sample_media_id(r) for r in sample.media()])
-            except MediaError:
-                key = text_key
-            entry = OracleEntry(key, sample.target, sample.answer_kind, sample.choices)
-            pairs.append((entry, text_key))
-        return cls(pairs)
-
-    def __len__(self) -> int:
-        return len(self._by_key)
-
-    def lookup(self, key: str, text_key: str) -> OracleEntry | None:
-        """The entry for a request: by full key, else by text alone when that is unique."""
-        return self._by_key.get(key) or self._by_text.get(text_key)
-
-    def answer(self, entry: OracleEntry | None, behaviour: SimBehaviour) -> str:
-        """The oracle's reply: right with probability ``accuracy``, else a wrong one."""
-        if entry is None or not entry.references:
-            return GENERIC_ANSWER
-        correct = behaviour.correct(entry.key)
-        if entry.answer_kind is AnswerKind.CHOICE:
-            return self._choice_answer(entry, correct, behaviour.seed)
-        right = entry.references[0]
-        if correct:
-            return right
-        wrong = [r for r in self._pool if r != right]
-        if not wrong:
-            return DISTRACTOR
-        return wrong[int(_unit(behaviour.seed, entry.key, "wrong") * len(wrong))]
-
-    @staticmethod
-    def _choice_answer(entry: OracleEntry, correct: bool, seed: int) -> str:
-        right = entry.references[0]
-        letter: str | None = right
-        if not correct:
-            others = [c for c in entry.choices if c != right]
-            letter = others[int(_unit(seed, entry.key, "wrong") * len(others))] if others else None
-        if letter is None:
-            return "None of the options seems to fit the question."
-        return f"Weighing each option against the question, option {letter} fits best.\n" \
-               f"ANSWER: {letter}"
-
-
-@dataclass(frozen=True, slots=True)
-class SimRequest:
-    """One parsed chat request, as a responder sees it."""
-
-    body: Mapping[str, Any]
-    texts: tuple[str, ...]
-    media_ids: tuple[str, ...]
-    key: str
-    text_key: str
-    attempt: int
-    behaviour: SimBehaviour
-
-
-@dataclass(frozen=True, slots=True)
-class SimReply:
-    content: str
-    reasoning: str | None = None
-    finish_reason: str = "stop"
-
-
-Responder = Callable[[SimRequest], SimReply | None]
-
-
-def oracle_responder(oracle: Oracle) -> Responder:
-    """The fallback responder: the noisy oracle (always answers)."""
-
-    def respond(req: SimRequest) -> SimReply:
-        return SimReply(oracle.answer(oracle.lookup(req.key, req.text_key), req.behaviour))
-
-    return respond
-
-
-class BadRequest(Exception):
-    """An invalid request: becomes an OpenAI-style 400."""
-
-    def __init__(self, message: str, code: str | None = None, param: str | None = None):
-        super().__init__(message)
-        self.code, self.param = code, param
-
-
-def _decode_data_url(url: str) -> bytes:
-    header, sep, payload = url.partition(",")
-    if not sep:
-        raise BadRequest("invalid data URL: no comma")
-    if header.endswith(";base64"):
-        try:
-            return binascii.a2b_base64(payload, strict_mode=True)
-        except binascii.Error:
-            raise BadRequest("invalid base64 in a data URL") from None
-    return unquote_to_bytes(payload)
-
-
-def _media_of(part: Mapping[str, Any], kind: str) -> tuple[str, dict[str, Any]]:
-    """(media id, stripped copy of the part) for one media part of the wire request."""
-    inner = part.get(kind)
-    field = "data" if kind == "input_audio" else "url"
-    if not isinstance(inner, Mapping) or not isinstance(inner.get(field), str):
-        raise BadRequest(f"content part {kind!r} needs a string {kind}.{field}")
-    value: str = inner[field]
-    if value.startswith("data:"):
-        data = _decode_data_url(value)
-    elif kind == "input_audio":
-        try:
-            data = binascii.a2b_base64(value, strict_mode=True)
-        except binascii.Error:
-            raise BadRequest("input_audio.data is not valid base64") from None
-    else:
-        return value, dict(part)
-    mid = bytes_id(data)
-    stripped = {**inner, field: f"<{len(data)} bytes sha256:{mid}>"}
-    return mid, {**part, kind: stripped}
-
-
-def parse_messages(messages: Any) -> tuple[list[str], list[str], list[Any], int]:
-    """(texts, media ids, messages without base64, estimated prompt tokens)."""
-    if not isinstance(messages, list) or not messages:
-        raise BadRequest("'messages' must be a non-empty array", param="messages")
-    texts: list[str] = []
-    ids: list[str] = []
-    stripped: list[Any] = []
-    tokens = 0
-    for i, msg in enumerate(messages):
-        if not isinstance(msg, Mapping) or msg.get("role") not in _ROLES:
-            raise BadRequest(f"messages[{i}] needs a valid 'role'", param=f"messages[{i}]")
-        content = msg.get("content")
-        tokens += 4
-        if content is None or isinstance(content, str):
-            texts.append(content or "")
-            tokens += math.ceil(len(content or "") / 4)
-            stripped.append(msg)
-            continue
-        if not isinstance(content, list):
-            raise BadRequest(f"messages[{i}].content must be a string or an array")
-        parts: list[Any] = []
-        for part in content:
-            kind = part.get("type") if isinstance(part, Mapping) else None
-            if kind not in _PART_TYPES:
-                raise BadRequest(f"Invalid content part type: {kind!r}", param=f"messages[{i}]")
-            if kind == "text":
-                text = part.get("text")
-                if not isinstance(text, str):
-                    raise BadRequest(f"messages[{i}]: a text part needs a string 'text'")
-                texts.append(text)
-                tokens += math.ceil(len(text) / 4)
-                parts.append(part)
-            else:
-                mid, clean = _media_of(part, kind)
-                ids.append(mid)
-                tokens += _MEDIA_TOKENS[kind]
-                parts.append(clean)
-        stripped.append({**msg, "content": parts})
-    return texts, ids, stripped, tokens
-
-
-def check_params(body: Mapping[str, Any]) -> None:
-    """Reject what a real endpoint rejects: no model, streaming, out-of-range settings."""
-    if not isinstance(body.get("model"), str) or not body["model"]:
-        raise BadRequest("you must provide a model parameter", param="model")
-    if body.get("stream"):
-        raise BadRequest("streaming is not supported by the simulator", param="stream")
-    for name, low, high in (("temperature", 0.0, 2.0), ("top_p", 0.0, 1.0)):
-        value = body.get(name)
-        if value is not None and (
-            not isinstance(value, int | float) or not low <= value <= high
-        ):
-            raise BadRequest(f"Invalid '{name}': must be between {low:g} and {high:g}.", param=name)
-    max_tokens = body.get("max_tokens")
-    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-        raise BadRequest("Invalid 'max_tokens': must be a positive integer.", param="max_tokens")
-
-
-def _json(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
-    return web.Response(
-        body=orjson.dumps(data), status=status, headers=headers, content_type="application/json"
-    )
-
-
-def _error(status: int, message: str, kind: str, code: str | None = None,
-           param: str | None = None, headers: Mapping[str, str] | None = None) -> web.Response:
-    err = {"message": message, "type": kind, "param": param, "code": code}
-    return _json({"error": err}, status, headers)
-
-
-def _completion(req: SimRequest, reply: SimReply, prompt_tokens: int) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
-    if reply.reasoning is not None:
-        message["reasoning_content"] = reply.reasoning
-    completion_tokens = max(1, math.ceil(len(reply.content) / 4))
-    return {
-        "id": f"chatcmpl-sim-{req.key[:12]}-{req.attempt}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": req.body["model"],
-        "system_fingerprint": "groundscope-sim",
-        "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason,
-                     "logprobs": None}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
-    }
 
 
 class SimulatorServer:
@@ -472,7 +165,7 @@ class SimulatorServer:
         except (orjson.JSONDecodeError, BadRequest) as err:
             msg = str(err) if isinstance(err, BadRequest) else "could not parse the JSON body"
             self._record(request, 400, key=None, attempt=0, fault=None, error=msg)
-            return _error(400, msg, "invalid_request_error", getattr(err, "code", None),
+            return error_response(400, msg, "invalid_request_error", getattr(err, "code", None),
                           getattr(err, "param", None))
         key = oracle_key(texts, ids)
         with self._lock:
@@ -491,7 +184,7 @@ class SimulatorServer:
             return self._inject(request, fault, info)
         if fault == "timeout" and not await self._hang(request, info):
             self._record(request, 503, fault=fault, **info)
-            return _error(503, "the simulator is shutting down", "server_error")
+            return error_response(503, "the simulator is shutting down", "server_error")
         return self._answer(request, req, tokens, fault, info)
 
     def _answer(self, request: web.Request, req: SimRequest, tokens: int, fault: str | None,
@@ -503,11 +196,11 @@ class SimulatorServer:
                    f"requested {wanted} tokens ({tokens} in the messages). Please reduce the "
                    "length of the messages.")
             self._record(request, 400, fault=fault, error=msg, **info)
-            return _error(400, msg, "invalid_request_error", "context_length_exceeded",
+            return error_response(400, msg, "invalid_request_error", "context_length_exceeded",
                           "messages")
         reply = next(r for r in (f(req) for f in self.responders) if r is not None)
         self._record(request, 200, fault=fault, **info)
-        return _json(_completion(req, reply, tokens))
+        return json_response(completion_body(req, reply, tokens))
 
     async def _hang(self, request: web.Request, info: dict[str, Any]) -> bool:
         """Hold the response for ``hang_s``; False if the server is stopping meanwhile.
@@ -529,12 +222,12 @@ class SimulatorServer:
             after = self.behaviour.retry_after_s
             header = str(int(after)) if float(after).is_integer() else f"{after:g}"
             self._record(request, 429, fault=fault, **info)
-            return _error(429, "Rate limit reached (simulated). Please retry later.",
+            return error_response(429, "Rate limit reached (simulated). Please retry later.",
                           "rate_limit_error", "rate_limit_exceeded",
                           headers={"Retry-After": header})
         if fault == "500":
             self._record(request, 500, fault=fault, **info)
-            return _error(500, "The server had an error processing your request (simulated).",
+            return error_response(500, "The server had an error processing your request (simulated).",
                           "server_error")
         if fault == "malformed":
             self._record(request, 200, fault=fault, **info)
@@ -549,20 +242,20 @@ class SimulatorServer:
         self._record(request, 200, key=None, attempt=0, fault=None)
         model = {"id": self.model, "object": "model", "created": 0,
                  "owned_by": "groundscope-simulator"}
-        return _json({"object": "list", "data": [model]})
+        return json_response({"object": "list", "data": [model]})
 
     async def _sim_requests(self, request: web.Request) -> web.Response:
-        return _json(self.requests())
+        return json_response(self.requests())
 
     async def _sim_bodies(self, request: web.Request) -> web.Response:
-        return _json(self.bodies())
+        return json_response(self.bodies())
 
     async def _sim_stats(self, request: web.Request) -> web.Response:
-        return _json(self.stats())
+        return json_response(self.stats())
 
     async def _sim_reset(self, request: web.Request) -> web.Response:
         self.reset()
-        return _json({"ok": True})
+        return json_response({"ok": True})
 
     # ------------------------------------------------------------ lifecycle
 
@@ -645,15 +338,17 @@ def serve_forever(
     samples: Iterable[Sample] | Oracle,
     behaviour: SimBehaviour | None = None,
     *,
+    responders: Sequence[Responder] = (),
     on_ready: Callable[[str], object] | None = None,
 ) -> None:
     """Run the simulator in the foreground until interrupted (``groundscope simulate``).
 
-    ``on_ready(base_url)`` is called once it listens (default: print the URL).
+    ``responders`` go before the oracle (e.g. the judge mode); ``on_ready(base_url)`` is
+    called once it listens (default: print the URL).
     """
 
     async def main() -> None:
-        server = SimulatorServer(samples, behaviour, host=host, port=port)
+        server = SimulatorServer(samples, behaviour, responders=responders, host=host, port=port)
         url = await server.astart()
         (on_ready or (lambda u: print(f"groundscope simulator listening on {u}", flush=True)))(url)
         try:

@@ -32,6 +32,8 @@ class FormatContext:
     ``base_dir`` is the dataset file's directory (relative media paths resolve against it
     first). ``warned`` is shared by the contexts of one load so that a warning about one
     missing medium of one file is logged once; it takes no part in equality.
+    ``human_label_field`` is the record column holding a human correct/incorrect label
+    (``judge.human_label_field``); formats keep it as ``metadata["human_label"]``.
     """
 
     dataset: str
@@ -41,6 +43,7 @@ class FormatContext:
     prompt_template: str | None = None
     shuffle_choices: bool = False
     seed: int | None = None
+    human_label_field: str = "human_label"
     warned: set[tuple[str, str]] = field(default_factory=set, compare=False, repr=False)
 
 

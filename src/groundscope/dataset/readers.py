@@ -87,7 +87,7 @@ def _iter_jsonl(path: Path) -> Iterator[Item]:
 
 def _parse_json_line(raw: bytes, path: Path, number: int) -> dict[str, Any] | RecordError:
     try:
-        value = orjson.loads(raw)
+        value = orjson.loads(raw.rstrip())  # positions then count within the line
     except orjson.JSONDecodeError as exc:
         return RecordError(path, number, "<json>", f"invalid JSON: {exc}")
     if not isinstance(value, dict):

@@ -69,7 +69,7 @@ def record_to_sample(record: dict[str, Any], origin: Origin, ctx: FormatContext)
         origin=origin,
         target=_answer(record, origin),
         question=_question(users[-1]),
-        metadata=_metadata(record, origin),
+        metadata=_metadata(record, origin, ctx.human_label_field),
     )
 
 
@@ -131,16 +131,37 @@ def _placeholder_media(
     for key in keys:
         ref = found.get(key)
         if ref is None:
-            _warn_once(ctx, origin, ph.placeholder(key), _absent_reason(key))
+            _warn_once(ctx, origin, ph.placeholder(key), _absent_reason(key, record, found))
         elif not media.exists(ref):
             _warn_once(ctx, origin, media.describe(ref), _missing_reason(ref))
         else:
+            _check(ref, origin, _column_of(record, key))
             usable[key] = ref
     return usable
 
 
-def _absent_reason(key: ph.MediaKey) -> str:
+def _column_of(record: Mapping[str, Any], key: ph.MediaKey) -> str:
+    column = ph.indexed_column(*key)
+    return column if column in record else f"{ph.list_column(key[0])}[{key[1] - 1}]"
+
+
+def _check(ref: MediaRef, origin: Origin, field: str) -> None:
+    """Cheap load-time validation (size cap, format, image header and pixel cap)."""
+    try:
+        media.check(ref, decode=False)
+    except MediaError as exc:
+        raise _fail(origin, field, str(exc)) from None
+
+
+def _absent_reason(key: ph.MediaKey, record: Mapping[str, Any],
+                   found: Mapping[ph.MediaKey, MediaRef]) -> str:
     kind, index = key
+    used = ", ".join(ph.indexed_column(*k) for k in found
+                     if k[0] == kind and record.get(ph.indexed_column(*k)))
+    if used and record.get(ph.list_column(kind)):
+        return (f"{ph.placeholder(key)}: no {kind} supplied ({ph.indexed_column(kind, index)} is "
+                f"absent; {ph.list_column(kind)} is ignored because {used} is used: indexed "
+                "and list columns are not mixed)")
     if index > ph.MAX_INDEXED:
         where = f"indexed columns stop at {kind}_{ph.MAX_INDEXED} and {ph.list_column(kind)}"
         return f"{ph.placeholder(key)}: no {kind} supplied ({where} has no element {index})"
@@ -226,6 +247,7 @@ def _part_media(field: str, ptype: str, body: Any, origin: Origin, ctx: FormatCo
         raise _fail(origin, f"{field}.{value_key}", str(exc)) from None
     if not media.exists(ref):
         raise _fail(origin, f"{field}.{value_key}", _missing_reason(ref))
+    _check(ref, origin, f"{field}.{value_key}")
     return ref
 
 
@@ -261,7 +283,8 @@ def _question(message: Message) -> str:
     return " ".join(t for t in texts if t)
 
 
-def _metadata(record: Mapping[str, Any], origin: Origin) -> Mapping[str, Any]:
+def _metadata(record: Mapping[str, Any], origin: Origin,
+              human_label_field: str = "human_label") -> Mapping[str, Any]:
     meta: dict[str, Any] = {}
     for key in METADATA_FIELDS:
         value = record.get(key)
@@ -273,4 +296,6 @@ def _metadata(record: Mapping[str, Any], origin: Origin) -> Mapping[str, Any]:
             except orjson.JSONDecodeError as exc:
                 raise _fail(origin, key, f"not a valid JSON array ({exc})") from None
         meta[key] = value
+    if record.get(human_label_field) is not None:  # the configured label column, one name
+        meta["human_label"] = record[human_label_field]
     return MappingProxyType(meta)

@@ -18,6 +18,8 @@ _FIXED_LABELS = {
     "consistency": "Consistency ↑",
     "consistent_correct": "Consistent and correct ↑",
     "judge_agreement": "Judge agreement ↑",
+    "judge_human_accuracy": "Judge vs human ↑",
+    "judge_human_kappa": "Judge vs human · κ ↑",
 }
 
 
@@ -76,6 +78,9 @@ def render_summary(reports: Sequence[DatasetReport]) -> str:
                  f"skipped {s.skipped} bad record{'s' if s.skipped != 1 else ''}"]
         if s.cached:
             parts.append(f"reused {s.cached} from cache")
+        judge = rep.extra.get("judge") or {}
+        if judge.get("judged"):
+            parts.append(f"judged {judge['judged']}, judge_failed {judge.get('judge_failed', 0)}")
         excluded = {r.metric: r.excluded for r in rep.metrics if r.excluded}
         if excluded:
             worst = max(excluded.values())

@@ -1,8 +1,17 @@
-"""Scorers: the registry that turns ``metric_list`` names into scorer objects."""
+"""Scorers: the registry that turns ``metric_list`` names into scorer objects.
+
+With a judge strategy that calls an LLM (``llm`` / ``llm_recall``, see ``scoring/judge.py``)
+the registry wires the run's judge panel in: ``accuracy`` of free-form answers becomes the
+judge's verdict, and under ``llm_recall`` the ROUGE-L recall scorer is wrapped so the judge
+can recover its misses. :func:`metric_names` applies EvalScope's switch of a free-form
+dataset's default metrics to ``Accuracy`` under ``llm``.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from groundscope.errors import ConfigError
 from groundscope.scoring.base import (
@@ -15,7 +24,15 @@ from groundscope.scoring.base import (
     exact_match,
 )
 
-__all__ = ["Scorer", "ScoringContext", "build_scorers"]
+if TYPE_CHECKING:
+    from groundscope.config import JudgeConfig
+    from groundscope.scoring.judge import JudgePanel
+
+__all__ = ["Scorer", "ScoringContext", "build_scorers", "metric_names", "primary_metric"]
+
+log = logging.getLogger("groundscope")
+
+RECALL_KEY = "rouge-l-r"  # EvalScope's main score of General-VQA, the one llm_recall raises
 
 
 def _bleu(prediction: str, reference: str) -> dict[str, float]:
@@ -30,10 +47,44 @@ def _rouge(prediction: str, reference: str) -> dict[str, float]:
     return rouge(prediction, reference)
 
 
+def metric_names(defaults: Sequence[str], metric_list: Sequence[str] | None,
+                 judge: JudgeConfig | None) -> list[str]:
+    """The metrics a dataset is scored with.
+
+    An explicit ``metric_list`` is respected as given. Otherwise the format's defaults,
+    except that with judge strategy ``llm`` a dataset whose defaults are rule metrics for
+    free-form answers (BLEU, ROUGE, ...) is scored by ``accuracy`` instead, as EvalScope's
+    General-VQA does (its table then shows only ``Accuracy ↑``).
+
+    >>> from groundscope.config import JudgeConfig
+    >>> llm = JudgeConfig(strategy="llm", models=[{"model_id": "j", "api_url": "mock"}])
+    >>> metric_names(["BLEU", "Rouge"], None, llm), metric_names(["BLEU", "Rouge"], ["Rouge"], llm)
+    (['accuracy'], ['Rouge'])
+    >>> metric_names(["acc"], None, llm), metric_names(["BLEU", "Rouge"], None, None)
+    (['acc'], ['BLEU', 'Rouge'])
+    """
+    from groundscope.compat import metric_name
+
+    if metric_list:
+        return list(metric_list)
+    if (judge is not None and judge.strategy == "llm"
+            and all(metric_name(d) != "accuracy" for d in defaults)):
+        return ["accuracy"]
+    return list(defaults)
+
+
+def primary_metric(default: str, scorers: Sequence[Scorer]) -> str:
+    """The format's primary metric if a scorer produces it, else the first key produced."""
+    keys = [k for s in scorers for k in s.keys]
+    return default if default in keys or not keys else keys[0]
+
+
 def build_scorers(names: Sequence[str], ctx: ScoringContext | None = None) -> list[Scorer]:
     """Scorer objects for metric names (EvalScope spellings accepted, see ``compat``)."""
     from groundscope.compat import metric_name
+    from groundscope.scoring.judge import judge_panel
 
+    panel = judge_panel(ctx)
     scorers: list[Scorer] = []
     for raw in names:
         name = metric_name(raw) or raw
@@ -42,9 +93,28 @@ def build_scorers(names: Sequence[str], ctx: ScoringContext | None = None) -> li
         elif name == "rouge":
             scorers.append(ReferenceScorer("rouge", ROUGE_KEYS, _rouge))
         elif name == "accuracy":
-            scorers.append(ChoiceScorer())
+            scorers.append(ChoiceScorer() if panel is None else _judged_accuracy(panel))
         elif name == "exact_match":
             scorers.append(ReferenceScorer("exact_match", ("exact_match",), exact_match))
         else:
             raise ConfigError(f"metric_list: {name!r} is not available for this dataset yet")
+    if panel is not None and panel.cfg.strategy == "llm_recall":
+        scorers = _with_recall(scorers, panel)
     return scorers
+
+
+def _judged_accuracy(panel: JudgePanel) -> Scorer:
+    from groundscope.scoring.judged import JudgedAccuracy
+
+    return JudgedAccuracy(panel)
+
+
+def _with_recall(scorers: list[Scorer], panel: JudgePanel) -> list[Scorer]:
+    from groundscope.scoring.judged import RecallScorer
+
+    wrapped = [RecallScorer(s, RECALL_KEY, panel) if RECALL_KEY in s.keys else s for s in scorers]
+    judged = any(RECALL_KEY in s.keys or s.name == "accuracy" for s in scorers)
+    if not judged:
+        log.warning("judge strategy llm_recall re-checks ROUGE-L recall misses, but this "
+                    "dataset's metric_list has no Rouge: the judge will not be asked")
+    return wrapped

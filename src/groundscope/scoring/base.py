@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
 
 if TYPE_CHECKING:
     from groundscope.config import JudgeConfig
+
+T = TypeVar("T")
 
 BLEU_KEYS = tuple(f"bleu-{n}" for n in range(1, 5))
 ROUGE_KEYS = tuple(f"rouge-{v}-{s}" for v in ("1", "2", "l") for s in ("r", "p", "f"))
@@ -27,9 +29,11 @@ class ScoringContext:
     """What scorers may need beyond a sample and its prediction, shared by one run.
 
     ``run_dir`` is where scorers keep their caches (e.g. judge replies); ``judge`` is the
-    run's judge config; ``mock_url`` is the offline simulator's URL in ``eval_type=mock``.
+    run's judge config; ``mock_url`` is the offline simulator's URL in ``eval_type=mock``;
+    ``timeout`` / ``max_retries`` apply to each judge request (transport retries).
     Resources a scorer opens (HTTP clients, cache files) are registered with
-    ``on_close`` and released by ``aclose()`` at the end of the run.
+    ``on_close`` and released by ``aclose()`` at the end of the run; objects several scorers
+    share (the judge panel, a response cache) are made once by ``shared(key, factory)``.
     """
 
     run_dir: Path | None = None
@@ -37,10 +41,19 @@ class ScoringContext:
     judge_concurrency: int = 8
     seed: int = 42
     mock_url: str | None = None
+    timeout: float = 300.0
+    max_retries: int = 5
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    _shared: dict[str, Any] = field(default_factory=dict)
 
     def on_close(self, fn: Callable[[], Awaitable[None]]) -> None:
         self._closers.append(fn)
+
+    def shared(self, key: str, factory: Callable[[], T]) -> T:
+        """The run-wide object under ``key``, made by ``factory()`` on first request."""
+        if key not in self._shared:
+            self._shared[key] = factory()
+        return self._shared[key]  # type: ignore[no-any-return]
 
     async def aclose(self) -> None:
         closers, self._closers = self._closers, []

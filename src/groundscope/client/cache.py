@@ -1,0 +1,214 @@
+"""A disk cache of chat completions, and :class:`CachedChat`, a caching layer over ``ChatClient``.
+
+Judge calls (and the grounding steps: claim extraction, verification, equivalence) are
+deterministic requests whose replies can be kept, so re-scoring a run or resuming it never
+pays for the same call twice. The cache is one append-only JSONL file per purpose in the
+run directory (``<run_dir>/cache/judge.jsonl``), one line per reply, flushed as it is
+written; a torn last line left by a crash is ignored (and cut before the next append) and a
+corrupt line is skipped, since a cache is never the source of truth.
+
+The key is the sha256 of the request's identity (:func:`cache_key`): the model id, the
+*configured* API URL (``"mock"`` stays ``"mock"`` although the simulator's port changes), the
+full request messages and the generation config as sent. Media enter by their stable
+description (path, redacted URL or content hash, ``media.describe``), never by payload,
+so a request rebuilt from a saved run hashes like the original. Only successful replies are
+stored: a failed request is retried next time. API keys are never part of a key or a line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from groundscope.client.openai import ChatClient, effective_config
+from groundscope.types import Completion, MediaPart, Message, Usage
+
+log = logging.getLogger("groundscope")
+
+CACHE_VERSION = 1
+
+
+def _content_identity(content: str | tuple[Any, ...]) -> Any:
+    if isinstance(content, str):
+        return content
+    return [f"{p.media.kind}:{p.media.display()}" if isinstance(p, MediaPart) else p.text
+            for p in content]
+
+
+def cache_key(model_id: str, api_url: str, messages: Sequence[Message],
+              generation_config: Mapping[str, Any] | None) -> str:
+    """sha256 of a request's identity: model id, configured URL, messages, generation config.
+
+    >>> k = cache_key("judge", "mock", [Message("user", "hi")], {})
+    >>> k == cache_key("judge", "mock", [Message("user", "hi")], {"temperature": 0})
+    True
+    >>> k == cache_key("judge", "mock", [Message("user", "hi!")], {})
+    False
+    """
+    doc = {
+        "v": CACHE_VERSION,
+        "model": model_id,
+        "api_url": api_url,
+        "messages": [[m.role, _content_identity(m.content)] for m in messages],
+        "config": effective_config(generation_config),
+    }
+    raw = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
+    return hashlib.sha256(raw).hexdigest()
+
+
+def completion_to_json(c: Completion) -> dict[str, Any]:
+    return {"text": c.text, "reasoning": c.reasoning, "model": c.model,
+            "finish_reason": c.finish_reason,
+            "usage": [c.usage.prompt_tokens, c.usage.completion_tokens, c.usage.total_tokens]}
+
+
+def completion_from_json(row: Mapping[str, Any]) -> Completion:
+    usage = row.get("usage") or [0, 0, 0]
+    return Completion(text=str(row.get("text") or ""), model=str(row.get("model") or ""),
+                      finish_reason=row.get("finish_reason"), reasoning=row.get("reasoning"),
+                      usage=Usage(*(int(u) for u in usage)))
+
+
+class ResponseCache:
+    """Completions by key, backed by an append-only JSONL file (``path=None``: memory only).
+
+    The file is read on first use. Not thread-safe: use it from one event loop.
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._rows: dict[str, Completion] | None = None
+        self._handle: IO[bytes] | None = None
+
+    def _load(self) -> dict[str, Completion]:
+        if self._rows is not None:
+            return self._rows
+        rows: dict[str, Completion] = {}
+        skipped = 0
+        if self.path is not None and self.path.exists():
+            with self.path.open("rb") as fh:
+                for raw in fh:
+                    if not raw.endswith(b"\n"):
+                        break  # torn tail from a crash mid-write
+                    try:
+                        row = orjson.loads(raw)
+                        rows[row["key"]] = completion_from_json(row["completion"])
+                    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                        skipped += 1
+        if skipped:
+            log.warning("%s: skipped %d unreadable cache line(s)", self.path, skipped)
+        self._rows = rows
+        return rows
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def get(self, key: str) -> Completion | None:
+        return self._load().get(key)
+
+    def put(self, key: str, completion: Completion, *, model: str = "") -> None:
+        """Keep a reply (in memory and, with a path, as one flushed line)."""
+        self._load()[key] = completion
+        if self.path is None:
+            return
+        if self._handle is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _cut_torn_tail(self.path)
+            self._handle = self.path.open("ab")
+        row = {"key": key, "model": model, "completion": completion_to_json(completion)}
+        self._handle.write(orjson.dumps(row) + b"\n")
+        self._handle.flush()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+            self._handle.close()
+            self._handle = None
+
+
+def _cut_torn_tail(path: Path) -> None:
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    data = path.read_bytes()
+    if not data.endswith(b"\n"):
+        with path.open("rb+") as fh:
+            fh.truncate(data.rfind(b"\n") + 1)
+
+
+Connect = Callable[[], Awaitable[ChatClient]]
+
+
+class CachedChat:
+    """``complete(messages)`` answered from a :class:`ResponseCache`, else by a ``ChatClient``.
+
+    ``model_id`` and ``api_url`` (as configured) and ``generation_config`` form the key with
+    the messages. ``connect`` builds the client on the first miss, inside the running loop,
+    so a fully cached run opens no connection (and starts no simulator). Identical requests
+    in flight at once are sent once. ``requests`` counts calls that reached the client,
+    ``hits`` calls answered from the cache.
+    """
+
+    def __init__(self, cache: ResponseCache, *, model_id: str, api_url: str,
+                 generation_config: Mapping[str, Any] | None, connect: Connect) -> None:
+        self.cache = cache
+        self.model_id = model_id
+        self.api_url = api_url
+        self.generation_config: dict[str, Any] = dict(generation_config or {})
+        self._connect = connect
+        self._client: ChatClient | None = None
+        self._connecting = asyncio.Lock()
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        self.hits = 0
+        self.requests = 0
+
+    def __repr__(self) -> str:
+        return f"CachedChat(model_id={self.model_id!r})"
+
+    def key(self, messages: Sequence[Message]) -> str:
+        return cache_key(self.model_id, self.api_url, messages, self.generation_config)
+
+    async def complete(self, messages: Sequence[Message]) -> Completion:
+        """The reply to ``messages``; ``ModelError`` / ``MediaError`` propagate uncached."""
+        key = self.key(messages)
+        hit = self.cache.get(key)
+        if hit is not None:
+            self.hits += 1
+            return hit
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                hit = self.cache.get(key)
+                if hit is not None:
+                    self.hits += 1
+                    return hit
+                client = await self._ensure_client()
+                self.requests += 1
+                completion = await client.complete(messages, generation_config=self.generation_config)
+                self.cache.put(key, completion, model=self.model_id)
+                return completion
+        finally:
+            lock, users = self._locks[key]
+            if users <= 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+    async def _ensure_client(self) -> ChatClient:
+        async with self._connecting:
+            if self._client is None:
+                self._client = await self._connect()
+            return self._client
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()

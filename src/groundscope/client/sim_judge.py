@@ -1,0 +1,124 @@
+"""The simulator's judge mode: a responder that answers correctness-judge requests.
+
+It recognises a judge request by the marker on the first line of its first user message
+(``scoring/judge_prompt.py``), reads the quoted question, references and prediction back out
+of it, and decides deterministically: *correct* when the normalised prediction equals a
+normalised reference or contains it as a whole-word run (``"It is a dog."`` vs ``"Dog"``).
+Knobs, all deterministic per (seed, judge model, prompt):
+
+- ``noise``: the share of verdicts flipped (a different judge model flips different ones,
+  so several simulated judges disagree like real ones);
+- ``malformed``: the share of judgements answered with garbage on every try;
+  ``malformed_tries``: the first N tries of every judgement are garbage (a retry is a
+  request with N earlier assistant turns), so ``malformed_tries=1`` exercises one repair;
+- ``think``: wrap replies in a ``<think>`` block like a reasoning model.
+
+``calls`` counts the judge requests answered (tests assert that a cached rerun makes none);
+other requests fall through to the next responder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+import unicodedata
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from groundscope.client.sim_wire import SimReply, SimRequest
+from groundscope.scoring.judge_prompt import JUDGE_MARKER, split_prompt
+
+_GARBAGE = (
+    "The predicted answer looks right to me.",  # prose, no JSON
+    '{"reasoning": "close enough", "verdict": "C"}',  # a label outside A/B
+    '{"reasoning": "it matches", "verdict": "A"',  # unterminated object
+)
+_WORD = re.compile(r"\w+")
+_ARTICLES = frozenset({"a", "an", "the"})
+
+
+def _unit(*parts: object) -> float:
+    raw = "\x1f".join(map(str, parts)).encode()
+    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big") / 2.0**64
+
+
+def normalise(text: str) -> list[str]:
+    """Lower-cased word tokens without articles or punctuation (NFKC first).
+
+    >>> normalise("The  Dog!"), normalise("It's a dog.")
+    (['dog'], ['it', 's', 'dog'])
+    """
+    words = _WORD.findall(unicodedata.normalize("NFKC", text).lower())
+    return [w for w in words if w not in _ARTICLES]
+
+
+def matches(prediction: str, references: Sequence[str]) -> bool:
+    """Whether the prediction equals or contains (as a whole-word run) some reference.
+
+    >>> matches("It is a dog.", ["Dog"]), matches("A museum", ["Dog", "museum"])
+    (True, True)
+    >>> matches("hotdog", ["dog"]), matches("", ["dog"])
+    (False, False)
+    """
+    pred = normalise(prediction)
+    for ref in references:
+        want = normalise(ref)
+        if want and any(pred[i : i + len(want)] == want for i in range(len(pred) - len(want) + 1)):
+            return True
+    return False
+
+
+def _first_user_text(messages: Any) -> str | None:
+    if not isinstance(messages, list):
+        return None
+    for msg in messages:
+        if isinstance(msg, Mapping) and msg.get("role") == "user":
+            content = msg.get("content")
+            if isinstance(content, str):
+                return content
+            if isinstance(content, list):
+                return "".join(p.get("text", "") for p in content
+                               if isinstance(p, Mapping) and p.get("type") == "text")
+            return None
+    return None
+
+
+class JudgeResponder:
+    """A ``Responder`` for correctness-judge requests (see the module docstring)."""
+
+    def __init__(self, *, noise: float = 0.0, malformed: float = 0.0, malformed_tries: int = 0,
+                 think: bool = False, seed: int = 0) -> None:
+        if not (0.0 <= noise <= 1.0 and 0.0 <= malformed <= 1.0) or malformed_tries < 0:
+            raise ValueError("noise and malformed must be in [0, 1], malformed_tries >= 0")
+        self.noise, self.malformed, self.malformed_tries = noise, malformed, malformed_tries
+        self.think, self.seed = think, seed
+        self._lock = threading.Lock()
+        self.calls = 0
+
+    def __call__(self, req: SimRequest) -> SimReply | None:
+        messages = req.body.get("messages")
+        prompt = _first_user_text(messages)
+        if prompt is None or not prompt.startswith(JUDGE_MARKER):
+            return None
+        with self._lock:
+            self.calls += 1
+        model = str(req.body.get("model", ""))
+        tries = sum(1 for m in messages if isinstance(m, Mapping) and m.get("role") == "assistant")
+        if tries < self.malformed_tries or _unit(self.seed, model, prompt, "bad") < self.malformed:
+            return SimReply(_GARBAGE[tries % len(_GARBAGE)])
+        parts = split_prompt(prompt)
+        if parts is None:
+            return SimReply("I cannot find the answers to compare.")
+        _, references, prediction = parts
+        correct = matches(prediction, references)
+        if _unit(self.seed, model, prompt, "noise") < self.noise:
+            correct = not correct
+        reasoning = ("The prediction gives the reference answer." if correct
+                     else "The prediction does not give the reference answer.")
+        reply = orjson.dumps({"reasoning": reasoning, "verdict": "A" if correct else "B"}).decode()
+        if self.think:
+            reply = f"<think>Compare the prediction with the reference.</think>\n{reply}"
+        return SimReply(reply)

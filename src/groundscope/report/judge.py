@@ -1,0 +1,156 @@
+"""The judge's part of a dataset report, rebuilt from the saved reviews.
+
+From every judged score's ``detail`` (``scoring/judge.py``: the verdict, each judge's vote,
+the human label) it derives, per subset and OVERALL:
+
+- how many judgements failed (``judge_failed``: no verdict after the bounded retries, or a
+  tie between judges) — excluded from ``Accuracy`` and said in the summary line;
+- with several judges, their agreement: the ``Judge agreement ↑`` row is the mean share of
+  agreeing judge pairs per sample (plain and readable as a percentage); the JSON also has
+  Fleiss' kappa (chance-corrected);
+- with a human label column, judge vs human: accuracy (``Judge vs human ↑``), Cohen's kappa
+  (``Judge vs human · κ``) and the 2x2 confusion matrix (rows: human correct / incorrect,
+  columns: judge correct / incorrect).
+
+Everything lands in ``DatasetReport.extra["judge"]`` and as extra metric rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from groundscope.metrics import OVERALL
+from groundscope.report.model import DatasetReport, MetricRow
+from groundscope.scoring.agreement import (
+    cohen_kappa,
+    confusion_matrix,
+    fleiss_kappa,
+    pairwise_agreement,
+)
+from groundscope.types import Score
+
+if TYPE_CHECKING:
+    from groundscope.config import JudgeConfig
+    from groundscope.store import RunStore
+
+JUDGE_AGREEMENT = "judge_agreement"
+HUMAN_ACCURACY = "judge_human_accuracy"
+HUMAN_KAPPA = "judge_human_kappa"
+_VERDICT = {"A": True, "B": False}
+_HUMAN = {"correct": True, "incorrect": False}
+
+
+@dataclass
+class JudgeStats:
+    """What the judged scores of one subset (or several, pooled) say about the judge."""
+
+    judged: int = 0
+    failed: int = 0
+    failures: dict[str, int] = field(default_factory=dict)
+    votes: list[list[bool]] = field(default_factory=list)
+    human: list[tuple[bool, bool]] = field(default_factory=list)
+
+    def add(self, score: Score) -> None:
+        d = score.detail
+        self.judged += 1
+        if d.get("judge_failed"):
+            self.failed += 1
+            reason = str(d["judge_failed"])
+            self.failures[reason] = self.failures.get(reason, 0) + 1
+        cast = [_VERDICT[v["verdict"]] for v in d.get("votes") or ()
+                if isinstance(v, Mapping) and v.get("verdict") in _VERDICT]
+        self.votes.append(cast)
+        verdict, human = _VERDICT.get(d.get("verdict") or ""), _HUMAN.get(d.get("human_label") or "")
+        if verdict is not None and human is not None:
+            self.human.append((human, verdict))
+
+    def merge(self, other: JudgeStats) -> None:
+        self.judged += other.judged
+        self.failed += other.failed
+        for k, v in other.failures.items():
+            self.failures[k] = self.failures.get(k, 0) + v
+        self.votes += other.votes
+        self.human += other.human
+
+    def rows(self, subset: str) -> list[MetricRow]:
+        out = []
+        multi = [v for v in self.votes if len(v) >= 2]
+        agreement = pairwise_agreement(multi)
+        if agreement is not None:
+            out.append(MetricRow(metric=JUDGE_AGREEMENT, subset=subset, num=len(multi),
+                                 score=agreement))
+        if self.human:
+            hits = sum(h == j for h, j in self.human)
+            out.append(MetricRow(metric=HUMAN_ACCURACY, subset=subset, num=len(self.human),
+                                 score=hits / len(self.human)))
+            out.append(MetricRow(metric=HUMAN_KAPPA, subset=subset, num=len(self.human),
+                                 score=cohen_kappa(self.human)))
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        multi = [v for v in self.votes if len(v) >= 2]
+        out: dict[str, Any] = {"judged": self.judged, "judge_failed": self.failed,
+                               "failures": dict(self.failures)}
+        if multi:
+            out["agreement"] = {"method": "mean pairwise agreement", "samples": len(multi),
+                                "value": pairwise_agreement(multi),
+                                "fleiss_kappa": fleiss_kappa(multi)}
+        if self.human:
+            hits = sum(h == j for h, j in self.human)
+            out["human"] = {"samples": len(self.human), "accuracy": hits / len(self.human),
+                            "cohen_kappa": cohen_kappa(self.human),
+                            "confusion": {"rows": "human", "columns": "judge",
+                                          "labels": ["correct", "incorrect"],
+                                          "matrix": confusion_matrix(self.human)}}
+        return out
+
+
+def judged_scores(store: RunStore, dataset: str, subsets: Sequence[str]) -> dict[str, list[Score]]:
+    """The saved scores that carry a judge decision, per subset (one per sample and repeat)."""
+    from groundscope.store import score_from_json
+
+    out: dict[str, list[Score]] = {}
+    for subset in subsets:
+        seen: set[tuple[str, int]] = set()
+        rows = []
+        for row in store.load_reviews(dataset, subset).values():
+            score = score_from_json(row)
+            key = (score.sample_id, score.repeat)
+            if "votes" in score.detail and key not in seen:
+                seen.add(key)
+                rows.append(score)
+        out[subset] = rows
+    return out
+
+
+def with_judge_stats(rep: DatasetReport, judge: JudgeConfig | None,
+                     scores: Mapping[str, Iterable[Score]]) -> DatasetReport:
+    """``rep`` with ``extra["judge"]`` and the judge rows, when the run used an LLM judge."""
+    if judge is None or judge.strategy not in ("llm", "llm_recall") or not judge.models:
+        return rep
+    total = JudgeStats()
+    rows: list[MetricRow] = []
+    for subset in rep.subsets:
+        stats = JudgeStats()
+        for score in scores.get(subset, ()):
+            stats.add(score)
+        rows += stats.rows(subset)
+        total.merge(stats)
+    if len(rep.subsets) > 1:
+        rows += total.rows(OVERALL)
+    rows.sort(key=lambda r: [JUDGE_AGREEMENT, HUMAN_ACCURACY, HUMAN_KAPPA].index(r.metric))
+    from groundscope.scoring.judge import judge_ids
+
+    extra = {"strategy": judge.strategy, "models": judge_ids(judge.models),
+             "multimodal": judge.multimodal, "max_retries": judge.max_retries, **total.to_json()}
+    return rep.model_copy(update={"metrics": [*rep.metrics, *rows],
+                                  "extra": {**rep.extra, "judge": extra}})
+
+
+def add_judge_stats(rep: DatasetReport, judge: JudgeConfig | None, store: RunStore) -> DatasetReport:
+    """:func:`with_judge_stats` over the run directory's saved reviews (read only if needed)."""
+    if judge is None or judge.strategy not in ("llm", "llm_recall") or not judge.models:
+        return rep
+    return with_judge_stats(rep, judge, judged_scores(store, rep.dataset, rep.subsets))

@@ -1,0 +1,262 @@
+"""The LLM judge panel: asks each judge model for a verdict and takes the majority (SPEC 8).
+
+One :class:`JudgePanel` serves a whole run (``ScoringContext.shared``). Each judge model gets a
+:class:`~groundscope.client.cache.CachedChat` over a ``ChatClient`` that is created on first
+use inside the running loop (concurrency ``judge_concurrency``, temperature 0 unless the
+model's ``generation_config`` says otherwise) and closed by ``ScoringContext.aclose``. Replies
+are cached in ``<run_dir>/cache/judge.jsonl``, so re-scoring and resumed runs repeat no call.
+
+Per judge, a reply that breaks the verdict contract is repaired up to
+``JudgeConfig.max_retries`` times (``judge_prompt.repair_messages``); transport failures are
+retried by the client's own policy. A judge that still gives no verdict casts no vote. The
+panel's verdict is the strict majority of the votes cast; no vote, or a tie, is
+``judge_failed`` — never a 0 or a 1. A judge endpoint that answers 401/403/404 is marked
+unavailable for the rest of the run, so a wrong key or URL costs one request, not one per
+sample.
+
+``api_url: "mock"`` names the offline simulator: the run's own in ``eval_type=mock``
+(``ScoringContext.mock_url``), else a judge-only simulator started on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from groundscope.errors import GroundscopeError, MediaError, ModelError, ResponseError
+from groundscope.scoring.agreement import human_label
+from groundscope.scoring.json_reply import ReplyError
+from groundscope.scoring.judge_prompt import judge_messages, parse_verdict, repair_messages
+from groundscope.types import Message, Sample
+
+if TYPE_CHECKING:
+    from groundscope.client.cache import CachedChat, ResponseCache
+    from groundscope.client.openai import ChatClient
+    from groundscope.config import JudgeConfig, JudgeModel
+    from groundscope.scoring.base import ScoringContext
+
+log = logging.getLogger("groundscope")
+
+MOCK_URL = "mock"
+_FATAL_STATUS = frozenset({401, 403, 404})
+
+
+@dataclass(frozen=True, slots=True)
+class Vote:
+    """One judge's answer: ``label`` ``A``/``B``, or None with ``error`` when it gave none."""
+
+    judge: str
+    label: str | None
+    reasoning: str = ""
+    attempts: int = 0
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"judge": self.judge, "verdict": self.label,
+                               "reasoning": self.reasoning, "attempts": self.attempts}
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+def majority(votes: Sequence[Vote]) -> tuple[str | None, str | None]:
+    """``(label, None)`` for a strict majority of the cast votes, else ``(None, why)``.
+
+    >>> majority([Vote("a", "A"), Vote("b", "B"), Vote("c", "A")])
+    ('A', None)
+    >>> majority([Vote("a", "A"), Vote("b", "B")])
+    (None, 'tie between judges')
+    >>> majority([Vote("a", None, error="no JSON")])
+    (None, 'no judge gave a verdict')
+    """
+    cast = [v.label for v in votes if v.label is not None]
+    if not cast:
+        return None, "no judge gave a verdict"
+    n_a = cast.count("A")
+    n_b = len(cast) - n_a
+    if n_a == n_b:
+        return None, "tie between judges"
+    return ("A" if n_a > n_b else "B"), None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The panel's decision on one prediction, and everything needed to audit it."""
+
+    label: str | None
+    votes: tuple[Vote, ...]
+    failure: str | None = None
+    human: bool | None = None
+    note: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.label is not None
+
+    @property
+    def correct(self) -> bool:
+        return self.label == "A"
+
+    def detail(self) -> dict[str, Any]:
+        """``Score.detail`` of a judged sample (read back by ``report/judge.py``)."""
+        out: dict[str, Any] = {"verdict": self.label, "votes": [v.to_json() for v in self.votes]}
+        if len(self.votes) == 1:
+            out["reasoning"] = self.votes[0].reasoning
+        if self.failure:
+            out["judge_failed"] = self.failure
+        if self.note:
+            out["note"] = self.note
+        if self.human is not None:
+            out["human_label"] = "correct" if self.human else "incorrect"
+        return out
+
+
+class JudgePanel:
+    """The run's judge models behind one ``decide(sample, prediction)`` call."""
+
+    def __init__(self, ctx: ScoringContext, cfg: JudgeConfig) -> None:
+        self.ctx = ctx
+        self.cfg = cfg
+        self.ids = judge_ids(cfg.models)
+        self._chats: list[CachedChat | None] = [None] * len(cfg.models)
+        self._broken: dict[int, str] = {}
+        self._mock_lock = asyncio.Lock()
+        self._secrets = [k for m in cfg.models if m.api_key is not None
+                         and (k := m.api_key.get_secret_value()) and k != "EMPTY"]
+
+    @property
+    def requests(self) -> int:
+        """Judge requests actually sent (cache hits excluded)."""
+        return sum(c.requests for c in self._chats if c is not None)
+
+    async def decide(self, sample: Sample, prediction: str) -> Outcome:
+        """Every judge's vote on ``prediction``, combined by :func:`majority`."""
+        human = human_label(sample.metadata.get(self.cfg.human_label_field,
+                                                sample.metadata.get("human_label")))
+        if not prediction.strip():
+            return Outcome("B", (), human=human, note="empty prediction: incorrect without a judge")
+        messages = judge_messages(sample, prediction, multimodal=self.cfg.multimodal)
+        votes = await asyncio.gather(*(self._vote(i, messages) for i in range(len(self.ids))))
+        label, failure = majority(votes)
+        return Outcome(label, tuple(votes), failure, human)
+
+    async def _vote(self, i: int, messages: tuple[Message, ...]) -> Vote:
+        judge = self.ids[i]
+        if i in self._broken:
+            return Vote(judge, None, error=self._broken[i])
+        chat = self._chat(i)
+        problem = ""
+        for attempt in range(1, self.cfg.max_retries + 2):
+            try:
+                completion = await chat.complete(messages)
+            except MediaError as exc:
+                return Vote(judge, None, attempts=attempt, error=f"media: {exc}")
+            except ModelError as exc:
+                error = self._scrub(f"{exc.kind}: {exc}")
+                if isinstance(exc, ResponseError) and exc.status in _FATAL_STATUS:
+                    self._mark_broken(i, error)
+                return Vote(judge, None, attempts=attempt, error=error)
+            except GroundscopeError as exc:  # e.g. the client could not be built
+                self._mark_broken(i, self._scrub(str(exc)))
+                return Vote(judge, None, attempts=attempt, error=self._broken[i])
+            try:
+                verdict = parse_verdict(completion.text)
+            except ReplyError as exc:
+                problem = str(exc)
+                log.debug("judge %s: unusable reply (%s), attempt %d", judge, problem, attempt)
+                messages = repair_messages(messages, completion.text, problem)
+                continue
+            return Vote(judge, verdict.label, verdict.reasoning, attempt)
+        return Vote(judge, None, attempts=self.cfg.max_retries + 1,
+                    error=f"no usable verdict after {self.cfg.max_retries + 1} replies: {problem}")
+
+    def _mark_broken(self, i: int, error: str) -> None:
+        if i not in self._broken:
+            self._broken[i] = f"judge unavailable: {error}"
+            log.error("judge %s: %s; its votes are judge_failed for the rest of the run",
+                      self.ids[i], error)
+
+    def _scrub(self, text: str) -> str:
+        """An error text with any judge API key an endpoint echoed replaced by ``***``."""
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _chat(self, i: int) -> CachedChat:
+        chat = self._chats[i]
+        if chat is None:
+            from groundscope.client.cache import CachedChat
+
+            model = self.cfg.models[i]
+            chat = CachedChat(self._cache(), model_id=model.model_id, api_url=model.api_url,
+                              generation_config=model.generation_config,
+                              connect=lambda: self._connect(model))
+            self.ctx.on_close(chat.aclose)
+            self._chats[i] = chat
+        return chat
+
+    def _cache(self) -> ResponseCache:
+        return response_cache(self.ctx, "judge")
+
+    async def _connect(self, model: JudgeModel) -> ChatClient:
+        from groundscope.client.openai import ChatClient
+        from groundscope.client.retry import RetryPolicy
+
+        url = await self._mock_url() if model.api_url == MOCK_URL else model.api_url
+        return ChatClient(url, model.model_id, api_key=model.api_key,
+                          generation_config=model.generation_config, timeout=self.ctx.timeout,
+                          retry=RetryPolicy(max_retries=self.ctx.max_retries),
+                          concurrency=self.ctx.judge_concurrency)
+
+    async def _mock_url(self) -> str:
+        async with self._mock_lock:
+            if self.ctx.mock_url is None:
+                from groundscope.client.sim_judge import JudgeResponder
+                from groundscope.client.simulator import SimulatorServer
+
+                server = SimulatorServer(responders=[JudgeResponder()])
+                self.ctx.mock_url = await server.astart()
+                self.ctx.on_close(server.astop)
+                log.info("judge api_url 'mock': offline judge simulator on %s", self.ctx.mock_url)
+            return self.ctx.mock_url
+
+
+def response_cache(ctx: ScoringContext, purpose: str) -> ResponseCache:
+    """The run's cache for ``purpose`` (``<run_dir>/cache/<purpose>.jsonl``), shared and closed
+    with the context. Without a run directory it lives in memory."""
+    from groundscope.client.cache import ResponseCache
+
+    def make() -> ResponseCache:
+        path = ctx.run_dir / "cache" / f"{purpose}.jsonl" if ctx.run_dir is not None else None
+        cache = ResponseCache(path)
+
+        async def close() -> None:
+            cache.close()
+
+        ctx.on_close(close)
+        return cache
+
+    return ctx.shared(f"cache:{purpose}", make)
+
+
+def judge_ids(models: Sequence[JudgeModel]) -> list[str]:
+    """Display ids: the model ids, made unique with ``#2``, ``#3`` where they repeat."""
+    ids: list[str] = []
+    for m in models:
+        name, n = m.model_id, 1
+        while name in ids:
+            n += 1
+            name = f"{m.model_id}#{n}"
+        ids.append(name)
+    return ids
+
+
+def judge_panel(ctx: ScoringContext | None) -> JudgePanel | None:
+    """The run's panel when the judge strategy calls an LLM (``llm`` / ``llm_recall``)."""
+    cfg = ctx.judge if ctx is not None else None
+    if ctx is None or cfg is None or cfg.strategy not in ("llm", "llm_recall") or not cfg.models:
+        return None
+    return ctx.shared("judge:panel", lambda: JudgePanel(ctx, cfg))

@@ -1,0 +1,159 @@
+"""The correctness judge's wire contract: the request it is sent and the reply it must give (pure).
+
+Request (one user message; with ``multimodal`` the sample's media follow the text)::
+
+    [groundscope-judge/correctness-v1]
+    ...grading rules...
+    <question>
+    {Sample.question, verbatim}
+    </question>
+
+    <reference_answer>          one block per reference, verbatim
+    {reference}
+    </reference_answer>
+
+    <predicted_answer>
+    {the prediction, verbatim}
+    </predicted_answer>
+    ...grade as A: CORRECT / B: INCORRECT, reply with one JSON object...
+
+Reply: exactly one JSON object ``{"reasoning": "...", "verdict": "A" | "B"}`` (A correct,
+B incorrect), read by :func:`parse_verdict` with the rules of ``json_reply``. A reply that
+breaks the contract gets a *repair* turn (:func:`repair_messages`): the bad reply is quoted
+back as the assistant's turn and the judge is told what was wrong, so the retried request
+differs from the first one (a deterministic judge would otherwise repeat itself) and every
+attempt stays cacheable.
+
+The first line is a marker the offline simulator uses to recognise judge requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from groundscope.scoring.json_reply import ReplyError, extract_object
+from groundscope.types import ContentPart, MediaPart, Message, Sample, TextPart
+
+JUDGE_MARKER = "[groundscope-judge/correctness-v1]"
+VERDICTS = {"A": True, "B": False}
+
+_RULES = """You are grading a predicted answer to a question against the reference answer(s). \
+Decide whether the predicted answer is correct.
+
+- It is correct when it gives the same answer as a reference answer; when several reference \
+answers are listed, agreeing with any one of them is enough.
+- Differences of wording, formatting, capitalisation or number spelling ("2" vs "two") \
+do not matter, nor does extra explanation, as long as nothing in it contradicts the reference.
+- It is incorrect when it gives a different answer, hedges between several answers, refuses, \
+or gives only part of what the reference requires."""
+
+_MEDIA_RULE = """- The media attached after this text are the ones the question was asked \
+about; use them to resolve ambiguity, but the reference answer stays authoritative."""
+
+_REPLY = """Grade the predicted answer as one of:
+A: CORRECT
+B: INCORRECT
+
+Reply with exactly one JSON object and no other text:
+{"reasoning": "<one or two sentences>", "verdict": "A" or "B"}"""
+
+_REPAIR = """Your reply could not be used: {problem}. Reply again with exactly one JSON \
+object and no other text:
+{{"reasoning": "<one or two sentences>", "verdict": "A" or "B"}}"""
+
+_Q_OPEN, _Q_CLOSE = "<question>\n", "\n</question>"
+_R_OPEN, _R_CLOSE = "<reference_answer>\n", "\n</reference_answer>"
+_P_OPEN, _P_CLOSE = "<predicted_answer>\n", "\n</predicted_answer>"
+
+
+def judge_prompt(question: str, references: Sequence[str], prediction: str, *,
+                 with_media: bool = False) -> str:
+    """The judge's text: rules, then question, references and prediction quoted verbatim.
+
+    >>> print(judge_prompt("What animal?", ["Dog"], "a dog").split("\\n\\n")[3])
+    <reference_answer>
+    Dog
+    </reference_answer>
+    """
+    rules = _RULES + ("\n" + _MEDIA_RULE if with_media else "")
+    blocks = [JUDGE_MARKER + "\n" + rules, _Q_OPEN + question + _Q_CLOSE]
+    blocks += [_R_OPEN + ref + _R_CLOSE for ref in references]
+    blocks += [_P_OPEN + prediction + _P_CLOSE, _REPLY]
+    return "\n\n".join(blocks)
+
+
+def judge_messages(sample: Sample, prediction: str, *, multimodal: bool = False) -> tuple[Message, ...]:
+    """The judge request for one sample and prediction (media only with ``multimodal``)."""
+    refs = [r for r in sample.target if r.strip()]
+    media = sample.media() if multimodal else ()
+    text = judge_prompt(sample.question, refs, prediction, with_media=bool(media))
+    if not media:
+        return (Message("user", text),)
+    parts: tuple[ContentPart, ...] = (TextPart(text), *(MediaPart(m) for m in media))
+    return (Message("user", parts),)
+
+
+def repair_messages(messages: Sequence[Message], bad_reply: str, problem: str) -> tuple[Message, ...]:
+    """``messages`` plus the bad reply (as the assistant) and a request to fix it."""
+    return (*messages, Message("assistant", bad_reply),
+            Message("user", _REPAIR.format(problem=problem)))
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A usable judge reply: ``label`` is ``A`` (correct) or ``B`` (incorrect)."""
+
+    label: str
+    reasoning: str
+
+    @property
+    def correct(self) -> bool:
+        return VERDICTS[self.label]
+
+
+def parse_verdict(text: str) -> Verdict:
+    """The verdict in a judge reply; ``ReplyError`` when the contract is broken.
+
+    The label must be ``A`` or ``B`` (surrounding spaces and case are forgiven, nothing
+    else: ``"CORRECT"``, ``"C"`` or a missing ``verdict`` are errors). ``reasoning`` is
+    optional and kept as text.
+
+    >>> parse_verdict('{"reasoning": "same animal", "verdict": "A"}')
+    Verdict(label='A', reasoning='same animal')
+    """
+    obj = extract_object(text)
+    raw = obj.get("verdict")
+    if raw is None:
+        raise ReplyError('the JSON object has no "verdict" key')
+    label = raw.strip().upper() if isinstance(raw, str) else None
+    if label not in VERDICTS:
+        raise ReplyError(f'"verdict" must be "A" or "B", got {raw!r}')
+    reasoning = obj.get("reasoning", "")
+    return Verdict(label, reasoning if isinstance(reasoning, str) else str(reasoning))
+
+
+def split_prompt(text: str) -> tuple[str, list[str], str] | None:
+    """Inverse of :func:`judge_prompt`: ``(question, references, prediction)``, or None.
+
+    Used by the simulator to answer judge requests. The question ends at its first closing
+    tag and the prediction at its last, so quoted text containing a tag stays intact in the
+    common cases.
+    """
+    if not text.startswith(JUDGE_MARKER):
+        return None
+    _, sep, rest = text.partition("\n\n" + _Q_OPEN)
+    if not sep:
+        return None
+    question, sep, rest = rest.partition(_Q_CLOSE + "\n\n")
+    body, sep2, _ = rest.rpartition(_P_CLOSE + "\n\n")
+    if not sep or not sep2:
+        return None
+    refs_part, sep, prediction = body.rpartition(_P_OPEN)
+    if not sep:
+        return None
+    refs = []
+    for block in refs_part.split(_R_CLOSE + "\n\n"):
+        if block.startswith(_R_OPEN):
+            refs.append(block[len(_R_OPEN):])
+    return question, refs, prediction

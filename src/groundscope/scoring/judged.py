@@ -1,0 +1,106 @@
+"""Scorers that consult the LLM judge panel: tiny adapters over ``JudgePanel.decide``.
+
+- :class:`JudgedAccuracy` (strategy ``llm``): ``accuracy`` of a free-form answer is the
+  panel's verdict (A = 1, B = 0); no verdict is ``judge_failed``, excluded from the mean.
+  Multiple-choice samples keep exact letter matching (no judge call).
+- :class:`RecallScorer` (strategy ``llm_recall``, EvalScope's meaning): the rule score
+  stands when its main value is already > 0.99; otherwise the judge is asked and the main
+  value becomes ``max(rule, verdict)`` — the judge can only *recover* a rule miss, never
+  lower a score. When the judge gives no verdict the rule score stands (it is a real
+  measurement) and the failure is recorded in ``detail``.
+
+Example (no judge call is needed for an empty answer)::
+
+    >>> import asyncio
+    >>> from groundscope.config import JudgeConfig
+    >>> from groundscope.scoring.base import ScoringContext
+    >>> from groundscope.scoring.judge import judge_panel
+    >>> from groundscope.types import Origin, Prediction, PredictionStatus, Completion, Sample
+    >>> ctx = ScoringContext(judge=JudgeConfig(strategy="llm",
+    ...     models=[{"model_id": "j", "api_url": "mock"}]))
+    >>> scorer = JudgedAccuracy(judge_panel(ctx))
+    >>> s = Sample("1", "d", "s", (), Origin("f", 1), target=("Dog",), question="What animal?")
+    >>> p = Prediction("1", "h", PredictionStatus.OK, Completion(""))
+    >>> score = asyncio.run(scorer.score(s, p))
+    >>> score.status.value, dict(score.values)
+    ('ok', {'accuracy': 0.0})
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from groundscope.scoring.base import ChoiceScorer, Scorer, unusable
+from groundscope.scoring.judge import JudgePanel, Outcome
+from groundscope.types import AnswerKind, Prediction, Sample, Score, ScoreStatus
+
+RECALL_THRESHOLD = 0.99
+
+
+def _no_reference(sample: Sample, prediction: Prediction, name: str) -> Score | None:
+    if any(r.strip() for r in sample.target):
+        return None
+    return Score(sample.id, name, ScoreStatus.NO_ANSWER,
+                 detail={"reason": "the record has no reference answer"}, repeat=prediction.repeat)
+
+
+def _text(prediction: Prediction) -> str:
+    return prediction.completion.text if prediction.completion else ""
+
+
+@dataclass(frozen=True, slots=True)
+class JudgedAccuracy:
+    """``accuracy`` by the judge panel for free-form answers (letter match for choices)."""
+
+    panel: JudgePanel
+    name: str = "accuracy"
+    keys: tuple[str, ...] = ("accuracy",)
+    choice: ChoiceScorer = field(default_factory=ChoiceScorer)
+
+    async def score(self, sample: Sample, prediction: Prediction) -> Score:
+        if sample.answer_kind is AnswerKind.CHOICE:
+            return await self.choice.score(sample, prediction)
+        bad = unusable(sample, prediction, self.name) or _no_reference(sample, prediction, self.name)
+        if bad is not None:
+            return bad
+        outcome = await self.panel.decide(sample, _text(prediction))
+        return outcome_score(outcome, sample, prediction, self.name, "accuracy")
+
+
+def outcome_score(outcome: Outcome, sample: Sample, prediction: Prediction, name: str,
+                  key: str) -> Score:
+    """The Score of a panel decision: OK with 1/0 under ``key``, or ``judge_failed``."""
+    if not outcome.ok:
+        return Score(sample.id, name, ScoreStatus.JUDGE_FAILED, detail=outcome.detail(),
+                     repeat=prediction.repeat)
+    return Score(sample.id, name, ScoreStatus.OK, values={key: 1.0 if outcome.correct else 0.0},
+                 extracted=outcome.label, detail=outcome.detail(), repeat=prediction.repeat)
+
+
+@dataclass(frozen=True, slots=True)
+class RecallScorer:
+    """Wraps a rule scorer: the judge may raise its ``key`` value to 1 (``llm_recall``)."""
+
+    inner: Scorer
+    key: str
+    panel: JudgePanel
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self.inner.keys
+
+    async def score(self, sample: Sample, prediction: Prediction) -> Score:
+        rule = await self.inner.score(sample, prediction)
+        value = rule.values.get(self.key)
+        if rule.status is not ScoreStatus.OK or value is None or value > RECALL_THRESHOLD:
+            return rule
+        outcome = await self.panel.decide(sample, _text(prediction))
+        values = dict(rule.values)
+        if outcome.ok:
+            values[self.key] = max(value, 1.0 if outcome.correct else 0.0)
+        detail = {**rule.detail, **outcome.detail(), "rule_value": value, "recall_key": self.key}
+        return replace(rule, values=values, detail=detail)

@@ -1,0 +1,236 @@
+"""The seed guide's "Configure Judge Model" example, end to end against the simulator.
+
+CLI and Python API, then what makes the judge cheap and honest: a resumed run and
+``groundscope score`` make zero judge calls, a judge that breaks its contract gives
+``judge_failed`` (excluded and counted), several judges and human labels add agreement rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from groundscope import TaskConfig, run_task
+from groundscope.client.sim_judge import JudgeResponder
+from groundscope.client.simulator import SimBehaviour, SimulatorServer
+from groundscope.config import load_config
+from groundscope.errors import RecordError
+from groundscope.runner import iter_samples, plan_dataset
+
+ROOT = Path(__file__).resolve().parents[1]
+VQA_ARGS = {"general_vqa": {"local_path": str(ROOT / "examples" / "vqa"),
+                            "subset_list": ["example_openai"]}}
+SECRET = "sk-judge-e2e-SECRET-0123456789"
+MODEL_KEY = "sk-model-e2e-SECRET-9876543210"
+
+
+def example_samples() -> list:
+    cfg = load_config({"datasets": ["general_vqa"], "dataset_args": VQA_ARGS, "eval_type": "mock"})
+    return [s for _, s in iter_samples(cfg, plan_dataset(cfg, "general_vqa"), strict=False)
+            if not isinstance(s, RecordError)]
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DASHSCOPE_API_KEY": SECRET, "GS_MODEL_KEY": MODEL_KEY}
+    return subprocess.run([sys.executable, "-m", "groundscope", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def table_rows(stdout: str) -> dict[tuple[str, str], tuple[int, str]]:
+    rows = {}
+    for line in stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and cells[0] not in ("Model", ""):
+            rows[(cells[2], cells[3])] = (int(cells[4]), cells[5])
+    return rows
+
+
+@pytest.fixture(scope="module")
+def sim():
+    judge = JudgeResponder()
+    server = SimulatorServer(example_samples(), SimBehaviour(accuracy=1.0), responders=[judge])
+    server.start()
+    yield server, judge
+    server.stop()
+
+
+def judge_flag(url: str) -> str:
+    return json.dumps({"strategy": "llm", "models": {
+        "model_id": "qwen-plus", "api_url": url, "api_key": "$DASHSCOPE_API_KEY",
+        "generation_config": {"temperature": 0.0, "max_tokens": 4096}}})
+
+
+@pytest.fixture(scope="module")
+def cli_run(sim, tmp_path_factory):
+    server, judge = sim
+    work = tmp_path_factory.mktemp("judge_cli")
+    before = judge.calls
+    proc = run_cli(
+        "eval", "--model", "qwen-vl-plus", "--api-url", server.base_url,
+        "--api-key", "$GS_MODEL_KEY", "--eval-type", "openai_api", "--datasets", "general_vqa",
+        "--dataset-args", json.dumps(VQA_ARGS), "--limit", "5", "--eval-batch-size", "5",
+        "--judge", judge_flag(server.base_url), "--work-dir", str(work), "--no-progress", cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    (run_dir,) = [p for p in work.iterdir() if p.is_dir()]
+    return proc, run_dir, judge.calls - before
+
+
+def test_cli_judge_example_prints_accuracy_rows(sim, cli_run) -> None:
+    server, _ = sim
+    proc, run_dir, judge_calls = cli_run
+    rows = table_rows(proc.stdout)
+    assert rows == {("Accuracy ↑", "example_openai"): (5, "100%")}  # no BLEU / ROUGE rows
+    assert judge_calls == 5
+    assert "judged 5, judge_failed 0" in proc.stdout
+    report = json.loads((run_dir / "reports" / "qwen-vl-plus" / "general_vqa.json").read_text())
+    assert report["primary_metric"] == "accuracy"
+    assert report["extra"]["judge"]["models"] == ["qwen-plus"]
+    judge_requests = [r for r in server.requests() if r.get("model") == "qwen-plus"]
+    assert judge_requests and all(r["auth_sha256"] for r in judge_requests)
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+    assert SECRET not in proc.stdout + proc.stderr
+    assert (run_dir / "cache" / "judge.jsonl").read_text().count("\n") == 5
+
+
+def test_use_cache_rerun_makes_zero_judge_calls(sim, cli_run, tmp_path) -> None:
+    server, judge = sim
+    _, finished, _ = cli_run
+    run_dir = tmp_path / "copy"
+    shutil.copytree(finished, run_dir)
+    args = ("eval", "--model", "qwen-vl-plus", "--api-url", server.base_url,
+            "--api-key", "$GS_MODEL_KEY", "--datasets", "general_vqa",
+            "--dataset-args", json.dumps(VQA_ARGS), "--limit", "5",
+            "--judge", judge_flag(server.base_url), "--use-cache", str(run_dir), "--no-progress")
+    before, requests_before = judge.calls, server.stats()["requests"]
+    proc = run_cli(*args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert table_rows(proc.stdout)[("Accuracy ↑", "example_openai")] == (5, "100%")
+    # lose the saved judgements too: the judge cache still answers every call
+    shutil.rmtree(run_dir / "reviews")
+    proc = run_cli(*args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert table_rows(proc.stdout)[("Accuracy ↑", "example_openai")] == (5, "100%")
+    assert judge.calls == before
+    assert server.stats()["requests"] == requests_before  # neither model nor judge asked
+
+
+def test_score_command_makes_zero_judge_calls(sim, cli_run, tmp_path) -> None:
+    _, judge = sim
+    _, finished, _ = cli_run
+    run_dir = tmp_path / "copy"
+    shutil.copytree(finished, run_dir)
+    before = judge.calls
+    proc = run_cli("score", str(run_dir), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert table_rows(proc.stdout) == {("Accuracy ↑", "example_openai"): (5, "100%")}
+    assert judge.calls == before
+    reviews = (run_dir / "reviews" / "qwen-vl-plus" / "general_vqa_example_openai.jsonl")
+    assert all(json.loads(line)["detail"]["verdict"] == "A" for line in reviews.open())
+
+
+def test_python_api_judge_example(sim, tmp_path) -> None:
+    server, judge = sim
+    before = judge.calls
+    task_cfg = TaskConfig(
+        model="qwen-vl-plus", api_url=server.base_url, api_key=MODEL_KEY,
+        eval_type="openai_api", datasets=["general_vqa"], dataset_args=VQA_ARGS, limit=5,
+        judge={"strategy": "llm", "models": {
+            "model_id": "qwen-plus-api", "api_url": server.base_url, "api_key": SECRET,
+            "generation_config": {"temperature": 0.0, "max_tokens": 4096}}},
+        eval_batch_size=5, work_dir=str(tmp_path))
+    report = run_task(task_cfg=task_cfg)
+    rep = report.dataset("general_vqa")
+    assert [(r.metric, r.subset, r.num) for r in rep.metrics] == [("accuracy", "example_openai", 5)]
+    assert rep.score() == 1.0 and judge.calls - before == 5
+    assert "Accuracy ↑" in report.table() and "BLEU" not in report.table()
+
+
+def test_broken_judge_gives_judge_failed_excluded_and_counted(tmp_path) -> None:
+    garbage = JudgeResponder(malformed=1.0)
+    with SimulatorServer(example_samples(), SimBehaviour(accuracy=1.0),
+                         responders=[garbage]) as url:
+        report = run_task({
+            "model": "m", "api_url": url, "datasets": ["general_vqa"], "dataset_args": VQA_ARGS,
+            "limit": 4, "work_dir": str(tmp_path),
+            "judge": {"strategy": "llm", "max_retries": 1,
+                      "models": {"model_id": "bad-judge", "api_url": url}}})
+    rep = report.dataset("general_vqa")
+    row = rep.row("accuracy")
+    assert row is not None and row.num == 0 and row.score is None and row.excluded == 4
+    assert garbage.calls == 4 * 2  # each judgement: one try and one repair
+    assert rep.extra["judge"]["judge_failed"] == 4
+    from groundscope.report.table import render_summary
+
+    assert "judge_failed 4" in render_summary(report.datasets)
+    reviews = Path(report.run_dir, "reviews", "m", "general_vqa_example_openai.jsonl")
+    statuses = {json.loads(line)["status"] for line in reviews.open()}
+    assert statuses == {"judge_failed"}
+
+
+def test_offline_demo_several_judges_and_human_labels(tmp_path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    labels = ["correct", "correct", "incorrect", "yes", "0", "maybe"]
+    with (data / "labelled.jsonl").open("w") as fh:
+        for i, label in enumerate(labels):
+            fh.write(json.dumps({"messages": [{"role": "user", "content": f"Question {i}?"}],
+                                 "answer": f"answer {i}", "rater": label}) + "\n")
+    judges = [{"model_id": f"judge-{k}", "api_url": "mock"} for k in "abc"]
+    report = run_task({
+        "eval_type": "mock", "datasets": ["general_vqa"], "work_dir": str(tmp_path / "out"),
+        "dataset_args": {"general_vqa": {"local_path": str(data)}},
+        "simulator": {"accuracy": 1.0, "judge_noise": 0.0},
+        "judge": {"strategy": "llm", "models": judges, "human_label_field": "rater"}})
+    rep = report.dataset("general_vqa")
+    assert rep.score("accuracy") == 1.0
+    assert rep.row("judge_agreement").score == 1.0 and rep.row("judge_agreement").num == 6
+    human = rep.extra["judge"]["human"]
+    # judge says correct on all 6; labelled: T, T, F, T, F (the 6th is unlabelled)
+    assert human["samples"] == 5 and human["accuracy"] == pytest.approx(3 / 5)
+    assert human["confusion"]["matrix"] == [[3, 0], [2, 0]]
+    assert human["cohen_kappa"] == pytest.approx(0.0)
+    assert rep.row("judge_human_accuracy").score == pytest.approx(0.6)
+    assert "Judge vs human ↑" in report.table()
+
+
+def test_offline_demo_noisy_judges_disagree(tmp_path) -> None:
+    judges = [{"model_id": f"judge-{k}", "api_url": "mock"} for k in "abc"]
+    report = run_task({
+        "eval_type": "mock", "datasets": ["general_vqa"], "work_dir": str(tmp_path),
+        "dataset_args": VQA_ARGS, "simulator": {"accuracy": 1.0, "judge_noise": 0.4},
+        "judge": {"strategy": "llm", "models": judges}})
+    rep = report.dataset("general_vqa")
+    agreement = rep.row("judge_agreement")
+    assert agreement is not None and agreement.num == 9 and agreement.score < 1.0
+    assert rep.extra["judge"]["agreement"]["fleiss_kappa"] is not None
+    reviews = Path(report.run_dir, "reviews", "groundscope-sim", "general_vqa_example_openai.jsonl")
+    votes = [json.loads(line)["detail"]["votes"] for line in reviews.open()]
+    assert all(len(v) == 3 for v in votes)
+
+
+def test_resume_rejudges_judge_failed_samples(tmp_path) -> None:
+    """A judge that was down (HTTP 500) gave judge_failed; --use-cache asks it again, and
+    only for those samples (transport failures are not cached, verdicts are)."""
+    flaky = JudgeResponder()
+    # every judge request fails once with a 500; with max_retries 0 that is a failed vote
+    with SimulatorServer(example_samples(), SimBehaviour(accuracy=1.0)) as model_url, \
+            SimulatorServer(responders=[flaky],
+                            behaviour=SimBehaviour(rate_500=1.0, max_faults_per_key=1)) as judge_url:
+        cfg = {"model": "m", "api_url": model_url, "datasets": ["general_vqa"],
+               "dataset_args": VQA_ARGS, "limit": 3, "max_retries": 0,
+               "work_dir": str(tmp_path), "no_timestamp": True,
+               "judge": {"strategy": "llm", "models": {"model_id": "j", "api_url": judge_url}}}
+        first = run_task(cfg).dataset("general_vqa")
+        assert first.row("accuracy").excluded == 3 and flaky.calls == 0
+        second = run_task({**cfg, "use_cache": str(tmp_path)}).dataset("general_vqa")
+        assert second.row("accuracy").num == 3 and second.score() == 1.0 and flaky.calls == 3
+        third = run_task({**cfg, "use_cache": str(tmp_path)}).dataset("general_vqa")
+        assert third.score() == 1.0 and flaky.calls == 3  # nothing left to ask
