@@ -11,14 +11,16 @@ is ``"1"``, the 36th ``"10"``), as EvalScope numbers them (:func:`option_letters
    was cut off), everything from it on.
 2. The answer markers ``ANSWER:`` (any case, ASCII or full-width colon) are tried from the
    last to the first. After a marker, markdown and math decoration is skipped (``**``,
-   ``__``, ``$``, ``\\(``, ``\\boxed{``, ``\\text{`` ...), one opening bracket ``( [ { （ 【``
-   is allowed, and the label must be a whole token: ``ANSWER: **C**``, ``ANSWER: (D)``,
-   ``ANSWER: [B]``, ``ANSWER: 【B】``, ``ANSWER: C.``, ``ANSWER: \\boxed{C}`` all give the
-   label. A single lower-case letter is accepted (``answer: c`` -> ``C``) when nothing but
-   closing marks or a period follows it on its line, so the article in ``Answer: a dog`` is
-   not read as option A. The first marker from the end that carries a label decides.
-3. A marker followed by several labels (``A, C``, ``A/C``, ``B and D``, ``(A, C)``, or glued
-   ``AB``) is a multiple answer to a single-answer question: the result is ``None``.
+   ``__``, ``$``, ``\\(``, ``\\boxed{``, ``\\text{`` ...) and the label must be a whole token,
+   bare or in a bracket ``( [ { （ 【`` that closes right after it: ``ANSWER: **C**``,
+   ``ANSWER: (D)``, ``ANSWER: [B]``, ``ANSWER: 【B】``, ``ANSWER: C.``, ``ANSWER: \\boxed{C}``
+   all give the label; so does ``ANSWER: B, not C`` (prose after the label is ignored). A
+   single lower-case letter is accepted (``answer: c`` -> ``C``) when nothing but closing
+   marks or a period follows it on its line, so the article in ``Answer: a dog`` is not
+   read as option A. The first marker from the end that carries a label decides.
+3. A marker followed by several labels on its line (``A, C``, ``A/C``, ``B and D``,
+   ``(A, C)``, or glued in order ``AB``, ``ACD``) is a multiple answer to a single-answer
+   question: the result is ``None``.
 4. Without a usable marker, the last allowed upper-case letter that stands alone (no ASCII
    letter or digit on either side, so ``选B`` and ``(B)`` count, ``BC`` does not) is taken.
 5. Otherwise ``None``.
@@ -35,8 +37,13 @@ every answer EvalScope finds is found here too except as listed:
   ``...so BC`` -> ``C``; ``...the answer is B, says GPT`` -> ``T``, i.e. no answer); we take
   the last allowed standalone letter. Number labels (options past Z) come from a marker
   only, never from the fallback, which EvalScope cannot reach either.
-* several labels joined by a space only (``ANSWER: A B``) read as ``A`` here; EvalScope
-  gives no answer.
+* several labels: both give no answer for a list after the marker, but EvalScope also takes
+  any word spelled with label characters for one (``ANSWER: BA``; with 40 options even
+  ``ANSWER: GPT``), and ``ANSWER: A B`` too; here only letters in order (``AB``) count as
+  glued, and ``A B`` reads ``A``. Conversely an unclosed ``ANSWER: 【B or C`` is no answer
+  here, while EvalScope skips that marker and reads an earlier one.
+* an opened bracket that does not close (``ANSWER: (C``) is no label at that marker, as in
+  EvalScope; the fallback may still find ``C`` where EvalScope's fallback finds it too.
 
 >>> extract_choice("I think B.\\nANSWER: **C**", option_letters(4))
 'C'
@@ -51,7 +58,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["extract_choice", "option_letters"]
+__all__ = ["extract_choice", "option_letters", "strip_reasoning"]
 
 _THINK_BLOCK = re.compile(r"<think\b[^>]*>.*?</think\s*>", re.IGNORECASE | re.DOTALL)
 _THINK_CLOSE = re.compile(r"</think\s*>", re.IGNORECASE)
@@ -63,10 +70,10 @@ _DECORATION = re.compile(
 )
 _LABEL = re.compile(r"(?P<open>[(\[{（【]\s*)?(?P<label>[A-Za-z0-9]+)(?![A-Za-z0-9])")
 _NEXT_LABEL = re.compile(
-    r"\s*[)\]}）】]?\s*(?:[,，/、&+]|\s(?:and|or)\s)\s*[(\[{（【]?\s*(?P<label>[A-Za-z0-9]+)"
-    r"(?![A-Za-z0-9])",
+    r"[ \t]*(?:[,，/、&+]|[ \t](?:and|or)[ \t])[ \t]*(?P<label>[A-Za-z0-9]+)(?![A-Za-z0-9])",
     re.IGNORECASE,
 )
+_CLOSE = re.compile(r"[ \t]*[)\]}）】]")
 _LINE_END = re.compile(r"[\s)\]}）】*_$.。]*(?:\n|$)")
 _STANDALONE = re.compile(r"(?<![A-Za-z0-9])[A-Z](?![A-Za-z0-9])")
 
@@ -121,14 +128,21 @@ def _label_after(tail: str, allowed: frozenset[str]) -> str | None:
         if not _LINE_END.match(rest):
             return None
         label = raw.upper()
-    elif len(raw) > 1 and all(char in allowed for char in raw):
-        return _AMBIGUOUS  # glued labels such as "AB"
+    elif not found.group("open") and _glued_labels(raw, allowed):
+        return _AMBIGUOUS
     else:
         return None
     following = _NEXT_LABEL.match(rest)
     if following and following.group("label") in allowed:
         return _AMBIGUOUS
+    if found.group("open") and not _CLOSE.match(rest):
+        return None  # an opened bracket must close right after the label
     return label
+
+
+def _glued_labels(word: str, allowed: frozenset[str]) -> bool:
+    """Several one-character labels written together in order, such as ``AB`` or ``ACD``."""
+    return len(word) > 1 and all(c in allowed for c in word) and list(word) == sorted(set(word))
 
 
 def _standalone_letter(text: str, allowed: frozenset[str]) -> str | None:

@@ -23,6 +23,12 @@ are judged separately. BLEU tokens: ``jieba.cut`` for Chinese, else NLTK's ``wor
 first re-written as ``" ".join(jieba.cut(text))``; then rouge_chinese's sentence cut and a
 whitespace split (punctuation stays attached to English words).
 
+Speed: scores are counted here (Counter/set arithmetic, a bit-parallel LCS), not by calling
+NLTK or rouge_chinese. English words come from NLTK's own ``NLTKWordTokenizer`` patterns,
+read from the installed NLTK and applied in its order, skipping a step when the characters
+it needs are absent (a pattern we do not know always runs). nltk and jieba are imported on
+first use; token lists are cached per text (LRU, 4096 entries).
+
 Output keys
 -----------
 ``bleu``: ``bleu-1``, ``bleu-2``, ``bleu-3``, ``bleu-4``.
@@ -33,8 +39,10 @@ Known differences from EvalScope
 --------------------------------
 * **better**: an empty (or whitespace-only) prediction or reference scores 0 on every ROUGE
   key instead of raising inside rouge_chinese.
-* Punkt: NLTK's trained English model (``punkt_tab``) is a download we cannot ship, so the
-  sentence splitter is NLTK's ``PunktSentenceTokenizer`` with parameters written here
+* Punkt: NLTK's trained English model (``punkt_tab``) is a download we cannot ship. When it
+  is installed (``python -m nltk.downloader punkt_tab``) it is used and tokens match
+  EvalScope exactly; otherwise the sentence splitter is NLTK's ``PunktSentenceTokenizer`` with
+  parameters written here
   (common abbreviations and sentence starters, no collocations, no orthographic
   statistics). Only a period-final token in the middle of a text can differ: where the
   trained model knows an abbreviation we do not (or uses its statistics to end a sentence
@@ -53,215 +61,29 @@ Example
 
 from __future__ import annotations
 
-import functools
-import logging
 import math
-import re
 import sys
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["best_over_references", "bleu", "bleu_tokens", "rouge", "rouge_tokens"]
+from groundscope.scoring.tokenize import (
+    bleu_tokens,
+    bleu_words,
+    contains_chinese,
+    punkt_parameters,
+    rouge_tokens,
+)
+
+__all__ = [
+    "BLEU_KEYS", "ROUGE_KEYS", "best_over_references", "bleu", "bleu_tokens", "contains_chinese",
+    "lcs_length", "punkt_parameters", "rouge", "rouge_tokens",
+]
 
 BLEU_KEYS: tuple[str, ...] = ("bleu-1", "bleu-2", "bleu-3", "bleu-4")
 ROUGE_KEYS: tuple[str, ...] = tuple(
     f"rouge-{n}-{s}" for n in ("1", "2", "l") for s in ("r", "p", "f")
 )
-
-
-def _word_set(words: str) -> frozenset[str]:
-    return frozenset(words.split())
-
-
-_CHINESE = re.compile("[\u4e00-\u9fa5]")
-_CACHE_SIZE = 4096
-
-# Abbreviations (lower case, final period removed) that do not end a sentence. Ours, kept
-# to unambiguous forms: words that also end sentences ("no", "sat", "mar") are left out.
-_ABBREVIATIONS = _word_set(
-    "mr mrs ms dr prof sr jr st mt ft vs etc e.g i.e cf al approx a.m p.m u.s u.k u.n u.s.a "
-    "inc ltd co corp dept univ assn bros jan feb apr aug sept oct nov dec gen gov sen rep "
-    "capt col lt sgt rev messrs fig vol pp ph.d ave blvd"
-)
-# Capitalised words that start a new sentence after an abbreviation or an ellipsis.
-_SENT_STARTERS = _word_set(
-    "the a an this that these those it its he she we they i you there but and however in "
-    "on at for if when while after before as so his her their our my what why how also "
-    "then yet still although because since"
-)
-
-# Per NLTKWordTokenizer pattern: characters one of which any match must contain. A step
-# whose characters are absent is skipped (an unknown pattern always runs).
-_STEP_GUARDS: Mapping[str, str] = {
-    "([«“‘„]|[`]+)": "[«“‘„`]",
-    '^\\"': '"',
-    "(``)": "`",
-    "([ \\(\\[{<])(\\\"|\\'{2})": "[\"']",
-    "(?i)(?<!\\w)(\\')(?!(?:re|ve|ll|m|t|s|d|n)\\b)(?=\\w)": "'",
-    "([^\\.])(\\.)([\\]\\)}>\"\\'»”’ ]*+)\\s*$": "\\.",
-    "([:,])([^\\d])": "[:,]",
-    "([:,])$": "[:,]",
-    "\\.{2,}": "\\.",
-    "[;@#$%&]": "[;@#$%&]",
-    "[\\u2012-\\u2015]": "[\u2012-\u2015]",
-    "([^\\.])(\\.)([\\]\\)}>\"\\']*)\\s*$": "\\.",
-    "[?!]": "[?!]",
-    "([^'])' ": "'",
-    "[*]": "[*]",
-    "[\\]\\[\\(\\)\\{\\}\\<\\>]": "[][(){}<>]",
-    "--": "-",
-    "([»”’])": "[»”’]",
-    "''": "'",
-    '"': '"',
-    "([^' ])('[sS]|'[mM]|'[dD]|') ": "'",
-    "([^' ])('ll|'LL|'re|'RE|'ve|'VE|n't|N'T) ": "'",
-}
-# Contractions are written "(?i)...(can)(?#X)(not)..." in NLTK: the two groups, joined, are
-# a literal that any match contains.
-_CONTRACTION = re.compile(r"\(([\w']+)\)\(\?#X\)\(([\w']+)\)")
-_SENT_END = re.compile(r"[.?!]")
-
-Guard = Callable[[str], object]
-Step = tuple[Guard | None, Callable[..., str], str]
-
-
-def _guard_for(source: str) -> Guard | None:
-    """A cheap test that is false only when ``source`` cannot match the text."""
-    if source in _STEP_GUARDS:
-        return re.compile(_STEP_GUARDS[source]).search
-    found = _CONTRACTION.search(source)
-    if found and source.startswith("(?i)"):
-        literal = (found.group(1) + found.group(2)).lower()
-        return lambda text: not text.isascii() or literal in text.lower()
-    return None
-
-
-def _step(pattern: Any, replacement: str) -> Step:
-    compiled = getattr(pattern, "_rx", pattern)  # NLTK's own engine, minus its timeout wrapper
-    return (_guard_for(compiled.pattern), compiled.sub, replacement)
-
-
-class _EnglishTokenizer:
-    """NLTK's ``word_tokenize`` without downloaded data: Punkt with our parameters, then the
-    ``NLTKWordTokenizer`` steps run in NLTK's order, skipping steps that cannot match."""
-
-    def __init__(self) -> None:
-        from nltk.tokenize.destructive import NLTKWordTokenizer as Word
-        from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
-
-        params = PunktParameters()
-        params.abbrev_types = set(_ABBREVIATIONS)
-        params.sent_starters = set(_SENT_STARTERS)
-        self._punkt = PunktSentenceTokenizer(params)
-        head = (*Word.STARTING_QUOTES, *Word.PUNCTUATION, Word.PARENS_BRACKETS, Word.DOUBLE_DASHES)
-        self._head = [_step(p, r) for p, r in head]
-        contractions = (*Word.CONTRACTIONS2, *Word.CONTRACTIONS3)
-        self._tail = [_step(p, r) for p, r in Word.ENDING_QUOTES]
-        self._tail += [_step(p, r" \1 \2 ") for p in contractions]
-
-    def sentences(self, text: str) -> list[str]:
-        """Punkt's sentences; a text with no sentence-end mark before its end is one."""
-        stripped = text.rstrip()
-        if not stripped:
-            return []
-        if _SENT_END.search(stripped, 0, len(stripped) - 1) is None:
-            return [stripped]
-        return self._punkt.tokenize(text)
-
-    def words(self, sentence: str) -> list[str]:
-        """``NLTKWordTokenizer().tokenize(sentence)``, step for step."""
-        for guard, sub, replacement in self._head:
-            if guard is None or guard(sentence):
-                sentence = sub(replacement, sentence)
-        sentence = f" {sentence} "
-        for guard, sub, replacement in self._tail:
-            if guard is None or guard(sentence):
-                sentence = sub(replacement, sentence)
-        return sentence.split()
-
-    def tokenize(self, text: str) -> list[str]:
-        return [word for sentence in self.sentences(text) for word in self.words(sentence)]
-
-
-@functools.cache
-def _english() -> _EnglishTokenizer:
-    return _EnglishTokenizer()
-
-
-@functools.cache
-def _jieba() -> Callable[[str], Any]:
-    import jieba
-
-    jieba.setLogLevel(logging.WARNING)
-    jieba.initialize()
-    return jieba.cut
-
-
-@functools.lru_cache(maxsize=_CACHE_SIZE)
-def _jieba_words(text: str) -> tuple[str, ...]:
-    return tuple(_jieba()(text))
-
-
-@functools.lru_cache(maxsize=_CACHE_SIZE)
-def _english_words(text: str) -> tuple[str, ...]:
-    return tuple(_english().tokenize(text))
-
-
-def contains_chinese(text: str) -> bool:
-    """True when ``text`` holds a CJK ideograph in U+4E00..U+9FA5 (EvalScope's test).
-
-    >>> contains_chinese("a 猫"), contains_chinese("a cat")
-    (True, False)
-    """
-    return _CHINESE.search(text) is not None
-
-
-def bleu_tokens(text: str) -> list[str]:
-    """The tokens BLEU compares: ``jieba.cut`` for Chinese text (whitespace runs are tokens
-    too), NLTK ``word_tokenize`` semantics otherwise.
-
-    >>> bleu_tokens("Mr. Smith didn't go. It rained!")
-    ['Mr.', 'Smith', 'did', "n't", 'go', '.', 'It', 'rained', '!']
-    >>> bleu_tokens("我爱北京天安门")
-    ['我', '爱', '北京', '天安门']
-    """
-    if contains_chinese(text):
-        return list(_jieba_words(text))
-    return list(_english_words(text))
-
-
-_CUT_SENT = tuple(
-    re.compile(p) for p in ("([。！？?])([^”’])", "(\\.{6})([^”’])", "(…{2})([^”’])",
-                            "([。！？?][”’])([^，。！？?])")
-)
-_CUT_TRIGGER = re.compile("[。！？?.…]")
-
-
-def _rouge_words(text: str) -> list[str]:
-    """rouge_chinese's tokens: sentence cut (a newline after 。！？? ...), pieces whitespace
-    normalised, then split on single spaces (so a blank piece yields one empty token)."""
-    if _CUT_TRIGGER.search(text):
-        for pattern in _CUT_SENT:
-            text = pattern.sub("\\1\n\\2", text)
-    words: list[str] = []
-    for piece in text.rstrip().split("\n"):
-        if piece:
-            words.extend(piece.split() or [""])
-    return words
-
-
-def rouge_tokens(text: str) -> list[str]:
-    """The tokens ROUGE compares (empty for an empty or whitespace-only text).
-
-    >>> rouge_tokens("The cat, it sat.")
-    ['The', 'cat,', 'it', 'sat.']
-    >>> rouge_tokens("我爱北京。你好")
-    ['我', '爱', '北京', '。', '你好']
-    """
-    if contains_chinese(text):
-        text = " ".join(_jieba_words(text))
-    return _rouge_words(text)
 
 
 def _ngrams(tokens: Sequence[str], n: int) -> Any:
@@ -275,13 +97,16 @@ def _bleu_from_tokens(hyp: Sequence[str], ref: Sequence[str]) -> dict[str, float
         return zeros
     bp = 1.0 if hyp_len > ref_len else math.exp(1 - ref_len / hyp_len)
     scores: dict[str, float] = {}
+    matches = 1
     for n, key in enumerate(BLEU_KEYS, start=1):
-        matches, total = 0, 1
-        if hyp_len >= n:
+        # no matching (n-1)-gram means no matching n-gram: skip the counting
+        if matches and hyp_len >= n:
             counts = Counter(_ngrams(hyp, n))
             ref_counts = Counter(_ngrams(ref, n)) if ref_len >= n else Counter()
             matches = sum(min(c, ref_counts[g]) for g, c in counts.items() if g in ref_counts)
             total = hyp_len - n + 1
+        else:
+            matches, total = 0, 1
         if n == 1 and matches == 0:
             return zeros
         precision = matches / total if matches else sys.float_info.min
@@ -301,7 +126,7 @@ def bleu(prediction: str, reference: str) -> dict[str, float]:
     >>> bleu("dog", "Dog")
     {'bleu-1': 0.0, 'bleu-2': 0.0, 'bleu-3': 0.0, 'bleu-4': 0.0}
     """
-    return _bleu_from_tokens(bleu_tokens(prediction), bleu_tokens(reference))
+    return _bleu_from_tokens(bleu_words(prediction), bleu_words(reference))
 
 
 def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
