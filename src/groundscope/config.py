@@ -74,6 +74,35 @@ class JudgeModel(_Strict):
     generation_config: dict[str, Any] = Field(default_factory=dict)
 
 
+GroundingMetric = Literal["grounding", "completeness", "consistency"]
+
+
+class GroundingConfig(_Strict):
+    """``judge.grounding={...}``: the judge-driven grounding metrics (SPEC section 9).
+
+    ``metrics`` are added to every free-form dataset's metrics (they can also be listed in
+    ``dataset_args.<name>.metric_list`` without this block). ``models`` overrides the judge
+    block's models for these steps. Each claim is verified ``votes`` times by every model
+    (votes after the first use ``vote_temperature`` and a per-vote ``seed``); the verdict is
+    the strict majority, else ``not_determinable``. ``not_determinable`` says how such a
+    claim counts: ``unsupported`` (default, conservative: in the denominator, not
+    supported), ``excluded`` (left out of the denominator) or ``supported``.
+    """
+
+    metrics: list[GroundingMetric] = Field(
+        default_factory=lambda: ["grounding", "completeness", "consistency"])
+    models: list[JudgeModel] = Field(default_factory=list)
+    votes: int = Field(default=1, ge=1, le=15)
+    vote_temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    not_determinable: Literal["unsupported", "excluded", "supported"] = "unsupported"
+    max_retries: int | None = Field(default=None, ge=0)
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _one_or_many(cls, v: Any) -> Any:
+        return [v] if isinstance(v, Mapping) else v
+
+
 class JudgeConfig(_Strict):
     """``judge={...}``: how free-form answers are judged (SPEC section 8)."""
 
@@ -82,6 +111,7 @@ class JudgeConfig(_Strict):
     multimodal: bool = False
     max_retries: int = Field(default=2, ge=0)
     human_label_field: str = "human_label"
+    grounding: GroundingConfig | None = None
 
     @field_validator("models", mode="before")
     @classmethod
@@ -89,6 +119,10 @@ class JudgeConfig(_Strict):
         if isinstance(v, Mapping):
             return [v]
         return v
+
+    def all_models(self) -> list[JudgeModel]:
+        """The judge models and the grounding block's own models (for secrets and URL checks)."""
+        return [*self.models, *(self.grounding.models if self.grounding else [])]
 
 
 class SimulatorArgs(_Strict):
@@ -98,6 +132,7 @@ class SimulatorArgs(_Strict):
     latency_ms: float = Field(default=0.0, ge=0.0)
     seed: int = 0
     judge_noise: float = Field(default=0.0, ge=0.0, le=1.0)  # share of flipped mock verdicts
+    truth: str | None = None  # ground-truth file of the grounding mode (client/sim_grounding.py)
 
 
 class TaskConfig(_Strict):
@@ -155,7 +190,8 @@ class TaskConfig(_Strict):
         if self.api_key is not None:
             data["api_key"] = "***"
         if self.judge is not None:
-            for m in data["judge"]["models"]:
+            grounding = data["judge"].get("grounding") or {}
+            for m in [*data["judge"]["models"], *grounding.get("models", [])]:
                 if m.get("api_key") is not None:
                     m["api_key"] = "***"
         return data
@@ -166,7 +202,7 @@ class TaskConfig(_Strict):
         if self.api_key is not None:
             found.append(self.api_key.get_secret_value())
         if self.judge is not None:
-            found += [m.api_key.get_secret_value() for m in self.judge.models if m.api_key]
+            found += [m.api_key.get_secret_value() for m in self.judge.all_models() if m.api_key]
         return [s for s in found if s and s != "EMPTY"]
 
 
@@ -198,19 +234,27 @@ def _expand_secrets(data: dict[str, Any]) -> dict[str, Any]:
         data["api_key"] = expand_env(data["api_key"], "api_key")
     judge = data.get("judge")
     if isinstance(judge, Mapping):
-        judge = dict(judge)
-        models = judge.get("models")
-        many = models if isinstance(models, list) else [models] if models else []
-        fixed = []
-        for i, m in enumerate(many):
-            m = dict(m) if isinstance(m, Mapping) else m
-            if isinstance(m, dict) and isinstance(m.get("api_key"), str):
-                m["api_key"] = expand_env(m["api_key"], f"judge.models[{i}].api_key")
-            fixed.append(m)
-        if models is not None:
-            judge["models"] = fixed
+        judge = _expand_model_keys(judge, "judge")
+        if isinstance(judge.get("grounding"), Mapping):
+            judge["grounding"] = _expand_model_keys(judge["grounding"], "judge.grounding")
         data["judge"] = judge
     return data
+
+
+def _expand_model_keys(block: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """``block`` with ``$ENV`` API keys of its ``models`` (one or a list) expanded."""
+    block = dict(block)
+    models = block.get("models")
+    many = models if isinstance(models, list) else [models] if models else []
+    fixed = []
+    for i, m in enumerate(many):
+        m = dict(m) if isinstance(m, Mapping) else m
+        if isinstance(m, dict) and isinstance(m.get("api_key"), str):
+            m["api_key"] = expand_env(m["api_key"], f"{where}.models[{i}].api_key")
+        fixed.append(m)
+    if models is not None:
+        block["models"] = fixed
+    return block
 
 
 def _format_validation_error(err: ValidationError) -> str:
@@ -242,6 +286,8 @@ def load_config(source: TaskConfig | Mapping[str, Any] | str | Path) -> TaskConf
             _check_keys(args, DatasetArgs, f"dataset_args.{name}")
     if isinstance(data.get("judge"), Mapping):
         _check_keys(data["judge"], JudgeConfig, "judge")
+        if isinstance(data["judge"].get("grounding"), Mapping):
+            _check_keys(data["judge"]["grounding"], GroundingConfig, "judge.grounding")
     data = _expand_secrets(data)
     try:
         cfg = TaskConfig.model_validate(data)
@@ -286,6 +332,10 @@ def _cross_check(cfg: TaskConfig) -> None:
             )
     if cfg.eval_type == "openai_api" and not cfg.api_url:
         raise ConfigError("api_url: required for eval_type openai_api (or use --eval-type mock)")
+    if cfg.eval_type == "openai_api" and cfg.api_url:
+        from groundscope.client.openai import normalise_url
+
+        normalise_url(cfg.api_url)  # a ConfigError now, before a run directory is made
     if cfg.judge is not None and cfg.judge.strategy in {"llm", "llm_recall"} and not cfg.judge.models:
         raise ConfigError(f"judge.models: strategy {cfg.judge.strategy!r} needs at least one model")
     if cfg.judge is not None:
@@ -296,8 +346,11 @@ def _check_judge_urls(judge: JudgeConfig, eval_type: str) -> None:
     """A judge URL is http(s), or ``mock`` (the offline simulator) in an ``eval_type=mock`` run."""
     from urllib.parse import urlsplit
 
-    for i, m in enumerate(judge.models):
-        where = f"judge.models[{i}].api_url"
+    own = judge.grounding.models if judge.grounding else []
+    named = [(f"judge.models[{i}]", m) for i, m in enumerate(judge.models)]
+    named += [(f"judge.grounding.models[{i}]", m) for i, m in enumerate(own)]
+    for name, m in named:
+        where = f"{name}.api_url"
         if m.api_url == "mock":
             if eval_type != "mock":
                 raise ConfigError(f"{where}: 'mock' (the offline simulator) needs eval_type mock")

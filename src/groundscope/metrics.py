@@ -3,6 +3,21 @@
 Only ``ScoreStatus.OK`` scores enter a mean; the others are counted as ``excluded`` so the
 report can say how many samples a number rests on. OVERALL is the mean over all samples
 of all subsets (i.e. subset means weighted by their sample counts), as in EvalScope.
+
+A *ratio* (micro) metric is a weighted mean: a score that carries ``weights[key]`` (e.g. a
+grounding score's number of claims, its value being supported / claims) contributes
+``weight * value`` to the numerator and ``weight`` to the denominator, so the aggregate is
+``sum(part) / sum(whole)`` over the samples, not a mean of per-sample ratios; its CI
+resamples samples (a cluster bootstrap). ``num`` stays the number of samples.
+
+A metric gets a row for a subset only if a score of that subset was added with the metric
+among its ``keys`` (scorers run on every sample, so in practice every subset; a group
+metric, added once per group, only where there are groups).
+
+Results do not depend on the order in which scores arrive (concurrent requests finish in
+any order, a resumed run replays the cached ones first): values are sorted before they are
+summed or bootstrapped, subsets follow the planned order (else their names) and categories
+their names.
 """
 
 from __future__ import annotations
@@ -25,10 +40,15 @@ def category_of(metadata: Mapping[str, Any]) -> str | None:
 
 
 class MetricAccumulator:
-    """Collects per-sample values compactly (8 bytes each) as scores arrive."""
+    """Collects per-sample values compactly (8 bytes each) as scores arrive.
 
-    def __init__(self) -> None:
+    ``subsets``: the planned subset order of the results (unplanned ones follow by name).
+    """
+
+    def __init__(self, subsets: Sequence[str] = ()) -> None:
+        self._rank = {name: i for i, name in enumerate(subsets)}
         self._values: dict[str, dict[str, array[float]]] = {}
+        self._weights: dict[str, dict[str, array[float]]] = {}  # ratio metrics only
         self._excluded: dict[str, dict[str, int]] = {}
         self._order: list[str] = []
         self._categories: MetricAccumulator | None = None
@@ -42,39 +62,60 @@ class MetricAccumulator:
         """
         if category is not None:
             if self._categories is None:
-                self._categories = MetricAccumulator()
+                self._categories = MetricAccumulator(list(self._rank))
             self._categories.add(f"{subset}\x1f{category}", score, keys)
         by_metric = self._values.setdefault(subset, {})
         for key in keys:
             if key not in self._order:
                 self._order.append(key)
+            by_metric.setdefault(key, array("d"))
         if score.status is ScoreStatus.OK:
             for key in keys:
                 if key in score.values:
-                    by_metric.setdefault(key, array("d")).append(float(score.values[key]))
+                    by_metric[key].append(float(score.values[key]))
+                    self._add_weight(subset, key, score.weights.get(key), len(by_metric[key]))
         else:
             excl = self._excluded.setdefault(subset, {})
             for key in keys:
                 excl[key] = excl.get(key, 0) + 1
 
+    def _add_weight(self, subset: str, key: str, weight: float | None, n: int) -> None:
+        """Keep ``weight`` for the n-th value of ``key`` (earlier unweighted values count 1)."""
+        weights = self._weights.get(subset, {}).get(key)
+        if weight is None and weights is None:
+            return
+        if weights is None:
+            weights = self._weights.setdefault(subset, {})[key] = array("d", [1.0] * (n - 1))
+        weights.append(1.0 if weight is None else float(weight))
+
     def subsets(self) -> list[str]:
-        return list(self._values)
+        """The subsets seen, in planned order (a category key ``subset\x1fcategory`` by its subset)."""
+        last = len(self._rank)
+        return sorted(self._values, key=lambda s: (self._rank.get(s.split("\x1f", 1)[0], last), s))
 
     def results(self, *, seed: int = 0, ci: bool = True, overall: bool = True) -> list[MetricResult]:
         """One result per (metric, subset), metric-major, OVERALL after the subsets."""
         out: list[MetricResult] = []
         subsets = self.subsets()
         for key in self._order:
-            pooled = array("d")
+            pooled, pooled_w = array("d"), array("d")
+            weighted = any(key in w for w in self._weights.values())
             excluded_total = 0
             for subset in subsets:
-                vals = self._values[subset].get(key, array("d"))
+                if key not in self._values[subset]:
+                    continue  # the metric was not computed for this subset
+                vals = self._values[subset][key]
+                weights = self._weights.get(subset, {}).get(key)
+                if weighted and weights is None:
+                    weights = array("d", [1.0] * len(vals))
                 excluded = self._excluded.get(subset, {}).get(key, 0)
-                out.append(_result(key, subset, vals, excluded, seed, ci))
+                out.append(_result(key, subset, vals, excluded, seed, ci, weights))
                 pooled.extend(vals)
+                pooled_w.extend(weights or ())
                 excluded_total += excluded
             if overall and len(subsets) > 1:
-                out.append(_result(key, OVERALL, pooled, excluded_total, seed, ci))
+                out.append(_result(key, OVERALL, pooled, excluded_total, seed, ci,
+                                   pooled_w if weighted else None))
         return out
 
 
@@ -94,46 +135,77 @@ class MetricAccumulator:
 
 
 def _result(key: str, subset: str, vals: Sequence[float], excluded: int, seed: int,
-            ci: bool) -> MetricResult:
+            ci: bool, weights: Sequence[float] | None = None) -> MetricResult:
     n = len(vals)
-    mean = sum(vals) / n if n else float("nan")
-    low, high = bootstrap_ci(vals, seed=seed) if ci and n else (None, None)
+    if weights is None:
+        vals = sorted(vals)  # the arrival order must not change a digit (nor the bootstrap)
+        mean = sum(vals) / n if n else float("nan")
+    else:
+        pairs = sorted(zip(vals, weights, strict=True))
+        vals, weights = [v for v, _ in pairs], [w for _, w in pairs]
+        total = sum(weights)
+        mean = sum(v * w for v, w in pairs) / total if total else float("nan")
+    low, high = bootstrap_ci(vals, seed=seed, weights=weights) if ci and n else (None, None)
     return MetricResult(metric=key, subset=subset, num=n, score=mean, ci_low=low, ci_high=high,
                         excluded=excluded)
 
 
 def bootstrap_ci(values: Sequence[float], *, seed: int = 0, resamples: int = 1000,
-                 level: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap confidence interval of the mean.
+                 level: float = 0.95,
+                 weights: Sequence[float] | None = None) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval of the mean (weighted: of the ratio).
 
-    For more than 5,000 values the normal approximation ``mean ± z·sd/√n`` is used instead
-    (the two agree to about 1e-3 there, and it costs nothing).
+    With ``weights`` the statistic is ``sum(w * v) / sum(w)`` and samples are resampled with
+    their weights (a cluster bootstrap of a micro metric). For more than 5,000 values the
+    normal approximation ``mean ± z·se`` is used instead (the two agree to about 1e-3
+    there, and it costs nothing; a ratio's se is the linearised one).
 
     >>> bootstrap_ci([1.0, 1.0, 1.0])
     (1.0, 1.0)
+    >>> bootstrap_ci([0.5, 0.5], weights=[2.0, 4.0])
+    (0.5, 0.5)
     """
     import numpy as np
 
     data = np.asarray(values, dtype=float)
+    w = None if weights is None else np.asarray(weights, dtype=float)
     n = data.size
-    if n == 0:
+    if n == 0 or (w is not None and w.sum() <= 0):
         return (float("nan"), float("nan"))
     alpha = (1.0 - level) / 2.0
     if n > _BOOTSTRAP_MAX_N:
-        from statistics import NormalDist
-
-        z = NormalDist().inv_cdf(1.0 - alpha)
-        half = z * float(data.std(ddof=1)) / n**0.5
-        mean = float(data.mean())
-        return (max(0.0, mean - half), min(1.0, mean + half))
+        return _normal_ci(data, w, alpha)
     rng = np.random.default_rng(seed)
     means = np.empty(resamples)
     chunk = max(1, min(resamples, 2_000_000 // n))
     for start in range(0, resamples, chunk):
         stop = min(resamples, start + chunk)
         idx = rng.integers(0, n, size=(stop - start, n))
-        means[start:stop] = data[idx].mean(axis=1)
+        if w is None:
+            means[start:stop] = data[idx].mean(axis=1)
+        else:
+            totals = w[idx].sum(axis=1)
+            ratio = (data[idx] * w[idx]).sum(axis=1) / np.where(totals > 0, totals, 1.0)
+            means[start:stop] = np.where(totals > 0, ratio, np.nan)
+    means = means[~np.isnan(means)]
     return (float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha)))
+
+
+def _normal_ci(data: Any, w: Any, alpha: float) -> tuple[float, float]:
+    from statistics import NormalDist
+
+    import numpy as np
+
+    n = data.size
+    z = NormalDist().inv_cdf(1.0 - alpha)
+    if w is None:
+        mean = float(data.mean())
+        half = z * float(data.std(ddof=1)) / n**0.5
+    else:
+        total = float(w.sum())
+        mean = float((data * w).sum()) / total
+        half = z * float(np.sqrt((n / (n - 1)) * ((w * (data - mean)) ** 2).sum())) / total
+    return (max(0.0, mean - half), min(1.0, mean + half))
 
 
 def mean_of(results: Iterable[MetricResult], metric: str, subset: str = OVERALL) -> float | None:

@@ -36,10 +36,12 @@ from groundscope.errors import (
     RecordError,
 )
 from groundscope.metrics import MetricAccumulator, category_of
+from groundscope.report.grounding import add_grounding_stats
 from groundscope.report.judge import add_judge_stats
 from groundscope.report.model import DatasetReport, MetricRow, Report, Summary
 from groundscope.resume import scoring_view, warn_config_changes
 from groundscope.scoring import Scorer, ScoringContext, build_scorers, metric_names, primary_metric
+from groundscope.scoring.groups import GROUP_REQUEST_HASH, GroupStage
 from groundscope.store import RunStore, prediction_from_json, sample_to_json
 from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
 
@@ -58,6 +60,7 @@ class _DatasetRun:
     subsets: list[str]
     summary: Summary = field(default_factory=Summary)
     acc: MetricAccumulator = field(default_factory=MetricAccumulator)
+    groups: GroupStage = field(default_factory=lambda: GroupStage(()))
     cache: dict[str, dict[tuple[str, int], dict[str, Any]]] = field(default_factory=dict)
     review_cache: dict[str, dict[tuple[str, int, str], dict[str, Any]]] = field(default_factory=dict)
 
@@ -90,7 +93,7 @@ def plan_dataset(cfg: TaskConfig, name: str, ctx: ScoringContext | None = None) 
     return _DatasetRun(name=name, pretty_name=fmt.pretty_name,
                        primary_metric=primary_metric(fmt.primary_metric, scorers),
                        args=args, scorers=scorers, subsets=subsets,
-                       acc=MetricAccumulator(subsets))
+                       acc=MetricAccumulator(subsets), groups=GroupStage(scorers))
 
 
 def iter_samples(
@@ -135,7 +138,8 @@ class Runner:
         self.progress = sys.stderr.isatty() if progress is None else progress
         self.scoring = ScoringContext(judge=cfg.judge, seed=cfg.seed,
                                       judge_concurrency=cfg.judge_concurrency or cfg.eval_batch_size,
-                                      timeout=cfg.timeout, max_retries=cfg.max_retries)
+                                      timeout=cfg.timeout, max_retries=cfg.max_retries,
+                                      simulator=cfg.simulator)
         self.datasets = [plan_dataset(cfg, name, self.scoring) for name in cfg.datasets]
         if cfg.use_cache:
             self.store = RunStore.open(cfg.use_cache, cfg.model_name)
@@ -189,6 +193,7 @@ class Runner:
                 )
                 stack.push_async_callback(client.aclose)
                 await self._evaluate(client)
+                await self._finish_groups()
             for run in self.datasets:
                 if run.summary.changed:
                     log.warning("%s: %d samples changed since the cached run (request or "
@@ -203,7 +208,7 @@ class Runner:
         return report
 
     async def _start_simulator(self, stack: AsyncExitStack) -> str:
-        from groundscope.client.sim_judge import JudgeResponder
+        from groundscope.client.sim_grounding import sim_responders
         from groundscope.client.simulator import Oracle, SimBehaviour, SimulatorServer
 
         samples = (s for run in self.datasets
@@ -213,7 +218,7 @@ class Runner:
         sim = self.cfg.simulator
         server = SimulatorServer(oracle, SimBehaviour(accuracy=sim.accuracy,
                                                       latency_ms=sim.latency_ms, seed=sim.seed),
-                                 responders=[JudgeResponder(noise=sim.judge_noise, seed=sim.seed)])
+                                 responders=sim_responders(sim))
         url = await server.astart()
         stack.push_async_callback(server.astop)
         log.info("offline model simulator listening on %s (accuracy %.2f)", url, sim.accuracy)
@@ -262,8 +267,8 @@ class Runner:
                         break
                     tg.create_task(self._guarded(client, item, live))
         except BaseExceptionGroup as group:  # a user error stays one line, not a traceback
-            mine = group.subgroup(GroundscopeError)
-            if mine is None:
+            mine, other = group.split(GroundscopeError)
+            if mine is None or other is not None:
                 raise
             first: BaseException = mine
             while isinstance(first, BaseExceptionGroup):
@@ -377,6 +382,14 @@ class Runner:
                                   repeat=item.repeat)
                 self.store.append_score(run.name, item.subset, score, req_hash)
             run.acc.add(item.subset, score, scorer.keys, category_of(item.sample.metadata))
+            run.groups.collect(item.subset, score)
+
+    async def _finish_groups(self) -> None:
+        """Score the groups of group scorers (e.g. consistency) once every member is scored."""
+        for run in self.datasets:
+            for subset, score, keys in await run.groups.finish():
+                self.store.append_score(run.name, subset, score, GROUP_REQUEST_HASH)
+                run.acc.add(subset, score, keys)
 
     # ------------------------------------------------------------------ accounting
 
@@ -434,6 +447,7 @@ class Runner:
                 metrics=[MetricRow.from_result(r, c) for c, r in run.acc.rows(seed=self.cfg.seed)],
             )
             rep = add_judge_stats(rep, self.cfg.judge, self.store)
+            rep = add_grounding_stats(rep, self.cfg.judge, self.store)
             self.store.write_report(run.name, rep.model_dump(mode="json"))
             out.append(rep)
         try:  # report.html last: a rendering failure must never cost the run's other outputs

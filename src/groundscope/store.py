@@ -183,8 +183,11 @@ def prediction_from_json(row: Mapping[str, Any]) -> Prediction:
 
 
 def score_to_json(s: Score) -> dict[str, Any]:
-    return {"scorer": s.scorer, "status": s.status.value, "values": dict(s.values),
-            "extracted": s.extracted, "detail": dict(s.detail)}
+    row = {"scorer": s.scorer, "status": s.status.value, "values": dict(s.values),
+           "extracted": s.extracted, "detail": dict(s.detail)}
+    if s.weights:  # only ratio (micro) metrics carry weights; other rows stay as they were
+        row["weights"] = dict(s.weights)
+    return row
 
 
 def score_from_json(row: Mapping[str, Any]) -> Score:
@@ -193,6 +196,7 @@ def score_from_json(row: Mapping[str, Any]) -> Score:
         values={k: float(v) for k, v in (row.get("values") or {}).items()},
         extracted=row.get("extracted"), detail=row.get("detail") or {},
         repeat=int(row.get("repeat", 0)),
+        weights={k: float(v) for k, v in (row.get("weights") or {}).items()},
     )
 
 

@@ -311,6 +311,11 @@ class ChatClient:
             headers["Authorization"] = f"Bearer {key}"
         return headers
 
+    def _scrub(self, raw: bytes) -> bytes:
+        """An error body with our API key cut out (some servers echo a rejected key)."""
+        key = self.api_key.get_secret_value().encode() if self.api_key is not None else b""
+        return raw.replace(key, b"***") if len(key) >= 4 else raw
+
     def _ensure_session(self) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()
         session, slots = self._session, self._slots
@@ -371,7 +376,7 @@ class ChatClient:
                     kind="connection",
                 ) from None
         if status != 200:
-            raise http_error(status, raw, retry_after)
+            raise http_error(status, self._scrub(raw), retry_after)
         try:
             payload = orjson.loads(raw)
         except orjson.JSONDecodeError:
