@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 CACHE = Path(os.environ.get("GROUNDSCOPE_BENCH_DIR", "/tmp/groundscope-bench"))
 
@@ -27,26 +28,26 @@ def make_vqa_dataset(n: int, *, image_kb: int = 100, distinct: int | None = None
     from PIL import Image
 
     distinct = distinct or n
-    root = CACHE / f"vqa_{n}_{image_kb}kb_{distinct}"
+    root = CACHE / f"vqa_{n}_{image_kb}kb_{distinct}_photo"
     data = root / "bench.jsonl"
     if data.exists():
         return root
     (root / "img").mkdir(parents=True, exist_ok=True)
     rng = random.Random(0)
-    side = 64
-    base = Image.effect_noise((side, side), 64).convert("RGB")
-    while True:  # grow the noise image until its JPEG is about the wanted size
+    base = _photo_like(rng)
+    quality = 95
+    while quality > 20:  # the JPEG quality that gives about the wanted size
         buf = io.BytesIO()
-        base.resize((side, side)).save(buf, "JPEG", quality=90)
-        if buf.tell() >= image_kb * 1024:
+        base.save(buf, "JPEG", quality=quality)
+        if buf.tell() <= image_kb * 1024:
             break
-        side += 16
-        base = Image.effect_noise((side, side), 64).convert("RGB")
+        quality -= 5
     for i in range(distinct):
         img = base.copy()
         for _ in range(8):  # a few changed pixels make every file's bytes distinct
-            img.putpixel((rng.randrange(side), rng.randrange(side)), (rng.randrange(256),) * 3)
-        img.save(root / "img" / f"{i}.jpg", "JPEG", quality=90)
+            img.putpixel((rng.randrange(img.width), rng.randrange(img.height)),
+                         (rng.randrange(256),) * 3)
+        img.save(root / "img" / f"{i}.jpg", "JPEG", quality=quality)
     words = ["cat", "dog", "tree", "car", "house", "river", "person", "bird", "road", "sky"]
     with data.open("w") as fh:
         for i in range(n):
@@ -57,6 +58,22 @@ def make_vqa_dataset(n: int, *, image_kb: int = 100, distinct: int | None = None
                 "answer": answer}
             fh.write(json.dumps(rec) + "\n")
     return root
+
+
+def _photo_like(rng: random.Random) -> Any:
+    """An 800x600 picture with gradients, shapes and grain: JPEG-compresses like a photo."""
+    from PIL import Image, ImageDraw, ImageFilter
+
+    img = Image.linear_gradient("L").resize((800, 600)).convert("RGB")
+    draw = ImageDraw.Draw(img)
+    for _ in range(40):
+        x, y = rng.randrange(800), rng.randrange(600)
+        r = rng.randrange(10, 120)
+        draw.ellipse((x - r, y - r, x + r, y + r),
+                     fill=(rng.randrange(256), rng.randrange(256), rng.randrange(256)))
+    img = img.filter(ImageFilter.GaussianBlur(3))
+    grain = Image.effect_noise((800, 600), 24).convert("RGB")
+    return Image.blend(img, grain, 0.15)
 
 
 def free_port() -> int:

@@ -130,6 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--judge-noise", type=float, default=0.0,
                      help="share of flipped verdicts when answering LLM-judge requests")
+    sim.add_argument("--truth", metavar="FILE", default=None,
+                     help="ground-truth file for the grounding judge steps and planted answers")
     for kind in ("429", "500", "timeout", "malformed", "disconnect"):
         sim.add_argument(f"--rate-{kind}", type=float, default=0.0,
                          help=f"share of requests answered with a {kind} fault")
@@ -214,14 +216,15 @@ def _cmd_report(ns: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(ns: argparse.Namespace) -> int:
-    from groundscope.client.sim_judge import JudgeResponder
+    from groundscope.client.sim_grounding import sim_responders
     from groundscope.client.simulator import Oracle, SimBehaviour, serve_forever
-    from groundscope.config import load_config
+    from groundscope.config import SimulatorArgs, load_config
     from groundscope.errors import RecordError
     from groundscope.runner import iter_samples, plan_dataset
 
-    cfg = load_config({"datasets": ns.datasets, "dataset_args": ns.dataset_args,
-                       "eval_type": "mock"})
+    args = {name: {k: v for k, v in a.items() if k != "metric_list"} if isinstance(a, dict) else a
+            for name, a in ns.dataset_args.items()}  # the samples matter here, not the metrics
+    cfg = load_config({"datasets": ns.datasets, "dataset_args": args, "eval_type": "mock"})
     samples = [s for name in cfg.datasets
                for _, s in iter_samples(cfg, plan_dataset(cfg, name), strict=False)
                if not isinstance(s, RecordError)]
@@ -231,8 +234,9 @@ def _cmd_simulate(ns: argparse.Namespace) -> int:
                              rate_disconnect=ns.rate_disconnect)
     print(f"simulating on http://{ns.host}:{ns.port}/v1 with {len(samples)} known samples",
           file=sys.stderr, flush=True)
+    sim = SimulatorArgs(judge_noise=ns.judge_noise, seed=ns.seed, truth=ns.truth)
     serve_forever(ns.host, ns.port, Oracle.from_samples(samples), behaviour,
-                  responders=[JudgeResponder(noise=ns.judge_noise, seed=ns.seed)])
+                  responders=sim_responders(sim))
     return 0
 
 

@@ -17,9 +17,18 @@ import orjson
 from groundscope.config import TaskConfig, load_config
 from groundscope.errors import StoreError
 from groundscope.metrics import MetricAccumulator, category_of
+from groundscope.report.grounding import add_grounding_stats
 from groundscope.report.judge import add_judge_stats
 from groundscope.report.model import DatasetReport, MetricRow, Report, Summary
-from groundscope.scoring import Scorer, ScoringContext, build_scorers, metric_names, primary_metric
+from groundscope.scoring import (
+    Scorer,
+    ScoringContext,
+    build_scorers,
+    metric_names,
+    primary_metric,
+    scorer_keys,
+)
+from groundscope.scoring.groups import GROUP_REQUEST_HASH, GroupStage
 from groundscope.store import (
     RunStore,
     prediction_from_json,
@@ -42,7 +51,8 @@ def load_run_config(run_dir: Path, judge: Mapping[str, Any] | None = None) -> Ta
     if judge is not None:
         data["judge"] = dict(judge)
     elif isinstance(data.get("judge"), dict):
-        for m in data["judge"].get("models", []):
+        grounding = data["judge"].get("grounding") or {}
+        for m in [*data["judge"].get("models", []), *grounding.get("models", [])]:
             if m.get("api_key") == "***":
                 m["api_key"] = None
     data["use_cache"] = None
@@ -94,7 +104,8 @@ async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescor
     skipped = _skipped_counts(run_dir)
     ctx = ScoringContext(run_dir=run_dir, judge=cfg.judge, seed=cfg.seed,
                          judge_concurrency=cfg.judge_concurrency or cfg.eval_batch_size,
-                         timeout=cfg.timeout, max_retries=cfg.max_retries)
+                         timeout=cfg.timeout, max_retries=cfg.max_retries,
+                         simulator=cfg.simulator)
     try:
         reports = [await _process_dataset(cfg, store, name, skipped.get(name, 0), rescore, ctx)
                    for name in cfg.datasets]
@@ -120,8 +131,9 @@ async def _process_dataset(cfg: TaskConfig, store: RunStore, name: str, skipped:
     scorers = build_scorers(metric_names(defaults, args.metric_list if args else None, cfg.judge),
                             ctx)
     primary = primary_metric(primary, scorers)
-    keys = {s.name: s.keys for s in scorers}
+    keys = scorer_keys(scorers)
     acc = MetricAccumulator()
+    groups = GroupStage(scorers)
     rows_all: list[dict[str, Any]] = []
     for dataset, subset in store.saved_subsets():
         if dataset != name:
@@ -131,25 +143,31 @@ async def _process_dataset(cfg: TaskConfig, store: RunStore, name: str, skipped:
         if rescore:
             store.reviews_file(name, subset).unlink(missing_ok=True)
             await _rescore_subset(store, name, subset, rows.values(), scorers, acc,
-                                  ctx.judge_concurrency)
+                                  ctx.judge_concurrency, groups)
             continue
         for review in store.load_reviews(name, subset).values():
             score = score_from_json(review)
             row = rows.get((score.sample_id, score.repeat))
             category = category_of(row["sample"]["metadata"]) if row else None
             acc.add(subset, score, keys.get(score.scorer, tuple(score.values)), category)
+    for subset, score, group_keys in await groups.finish():  # re-scored groups (rescore only)
+        store.append_score(name, subset, score, GROUP_REQUEST_HASH)
+        acc.add(subset, score, group_keys)
     rep = DatasetReport(
         model=cfg.model_name, dataset=name, pretty_name=pretty, primary_metric=primary,
         subsets=acc.subsets(), summary=_summary(rows_all, skipped),
         metrics=[MetricRow.from_result(r, c) for c, r in acc.rows(seed=cfg.seed)])
     rep = add_judge_stats(rep, cfg.judge, store)
+    rep = add_grounding_stats(rep, cfg.judge, store)
     store.write_report(name, rep.model_dump(mode="json"))
     return rep
 
 
 async def _rescore_subset(store: RunStore, name: str, subset: str, rows: Iterable[dict[str, Any]],
-                          scorers: list[Scorer], acc: MetricAccumulator, concurrency: int) -> None:
-    """Score saved predictions again, ``concurrency`` samples at a time (judge calls)."""
+                          scorers: list[Scorer], acc: MetricAccumulator, concurrency: int,
+                          groups: GroupStage) -> None:
+    """Score saved predictions again, ``concurrency`` samples at a time (judge calls); member
+    rows of group scorers go to ``groups``, scored when the dataset is done."""
     slots = asyncio.Semaphore(concurrency)
 
     async def one(row: dict[str, Any]) -> None:
@@ -160,5 +178,6 @@ async def _rescore_subset(store: RunStore, name: str, subset: str, rows: Iterabl
                 score = await scorer.score(sample, pred)
                 store.append_score(name, subset, score, pred.request_hash)
                 acc.add(subset, score, scorer.keys, category_of(sample.metadata))
+                groups.collect(subset, score)
 
     await asyncio.gather(*(one(row) for row in rows))

@@ -194,6 +194,9 @@ class Score:
     ``values`` maps canonical metric keys (``bleu-1``, ``rouge-l-r``, ``accuracy`` ...) to
     numbers in [0, 1]. ``extracted`` is what the scorer read from the prediction (e.g. the
     chosen letter). ``detail`` holds explanations (judge reasoning, per-claim verdicts).
+    ``weights`` makes a value part of a *ratio* (micro) metric: the value is ``part / whole``
+    of this sample and its weight is ``whole`` (e.g. its number of claims), so the aggregate
+    is ``sum(weight * value) / sum(weight)``; keys without a weight count once per sample.
     """
 
     sample_id: str
@@ -203,6 +206,7 @@ class Score:
     extracted: str | None = None
     detail: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     repeat: int = 0
+    weights: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,9 @@
 """Dataset formats: the registry, the per-subset context, and the lazy sample loader.
 
 A format is data (``DatasetFormat``) around one pure function
-``record_to_sample(record, origin, ctx) -> Sample``. ``load_samples`` finds each subset's
+``record_to_sample(record, origin, ctx) -> Sample``, optionally preceded by a pure
+``expand(record, origin) -> [record, ...]`` (General-VQA: a record with ``paraphrases`` becomes
+one record per question on the same media). ``load_samples`` finds each subset's
 file, streams its records, applies ``limit`` before any record is converted (so no medium of
 a skipped record is ever looked at) and yields samples or the ``RecordError`` of a bad record.
 """
@@ -48,11 +50,15 @@ class FormatContext:
 
 
 RecordToSample = Callable[[dict[str, Any], Origin, FormatContext], Sample]
+ExpandRecord = Callable[[dict[str, Any], Origin], list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
 class DatasetFormat:
-    """A dataset format: its names, split, default metrics and record converter."""
+    """A dataset format: its names, split, default metrics and record converter.
+
+    ``expand`` (optional) turns one record into the records it stands for, before conversion.
+    """
 
     name: str
     pretty_name: str
@@ -60,6 +66,7 @@ class DatasetFormat:
     default_metrics: tuple[str, ...]
     primary_metric: str
     record_to_sample: RecordToSample
+    expand: ExpandRecord | None = None
 
 
 FORMATS: dict[str, DatasetFormat] = {
@@ -70,6 +77,7 @@ FORMATS: dict[str, DatasetFormat] = {
         default_metrics=("BLEU", "Rouge"),
         primary_metric="rouge-l-r",
         record_to_sample=vqa.record_to_sample,
+        expand=vqa.expand_paraphrases,
     ),
     "general_vmcq": DatasetFormat(
         name="general_vmcq",
@@ -188,8 +196,9 @@ def _subset_items(
         if isinstance(record, RecordError):
             yield record
             continue
-        try:
-            yield fmt.record_to_sample(record, origin, ctx)
+        try:  # a record that expands is converted whole before any of its samples is yielded
+            records = fmt.expand(record, origin) if fmt.expand else [record]
+            yield from [fmt.record_to_sample(r, origin, ctx) for r in records]
         except RecordError as exc:
             yield exc
         except MediaError as exc:  # a format should convert these; never lose the origin

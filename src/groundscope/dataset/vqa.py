@@ -8,6 +8,12 @@ whose content is a plain string, and only the media they reference are resolved:
 referenced medium that is absent, or a local file that does not exist, is dropped with one
 warning per (dataset file, medium); if nothing is left of the message its original text is
 kept. A local file named by a structured part must exist (else the record is bad).
+
+A record with a ``paraphrases`` list (of question texts) stands for several questions about
+the same media: :func:`expand_paraphrases` (the format's ``expand`` step) turns it into one
+record per question before conversion (ids ``<id>#p0`` for its own question, ``<id>#p1``...
+for the paraphrases, all in the group ``group``, else ``<id>``). ``elements`` and
+``paraphrases`` must be lists of non-empty strings (a JSON array string in TSV / CSV).
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from groundscope.types import (
 if TYPE_CHECKING:  # the package __init__ imports this module
     from groundscope.dataset import FormatContext
 
-__all__ = ["METADATA_FIELDS", "record_to_sample", "sample_id"]
+__all__ = ["METADATA_FIELDS", "expand_paraphrases", "record_to_sample", "sample_id"]
 
 logger = logging.getLogger("groundscope")
 
@@ -84,6 +90,71 @@ def sample_id(record: Mapping[str, Any], origin: Origin) -> str:
 
 def _fail(origin: Origin, field: str, problem: str) -> RecordError:
     return RecordError(origin.path, origin.line, field, problem)
+
+
+def expand_paraphrases(record: dict[str, Any], origin: Origin) -> list[dict[str, Any]]:
+    """One record per question of a record with ``paraphrases``; other records unchanged.
+
+    A paraphrase replaces the text of the last user message and keeps its media: in a list
+    of parts the first text part takes the paraphrase (the other text parts go); in a plain
+    string the placeholders the paraphrase does not repeat are appended to it.
+
+    >>> from pathlib import Path
+    >>> rec = {"id": "q1", "messages": [{"role": "user", "content": "Count the cats.<image 1>"}],
+    ...        "paraphrases": ["How many cats are there?"]}
+    >>> [(r["id"], r["group"], r["messages"][0]["content"])
+    ...  for r in expand_paraphrases(rec, Origin(Path("d.jsonl"), 1))]
+    [('q1#p0', 'q1', 'Count the cats.<image 1>'), ('q1#p1', 'q1', 'How many cats are there?<image 1>')]
+    """
+    value = record.get("paraphrases")
+    if value is None or value == "":
+        return [record]
+    texts = _string_list(value, origin, "paraphrases")
+    raw = _raw_messages(record, origin)
+    users = [i for i, m in enumerate(raw) if m["role"] == "user"]
+    if not texts or not users:
+        return [record]
+    base = sample_id(record, origin)
+    group = record.get("group")
+    group = base if group is None or str(group).strip() == "" else group
+    out = [{**record, "id": f"{base}#p0", "group": group, "paraphrases": None}]
+    for k, text in enumerate(texts, 1):
+        messages = list(raw)
+        messages[users[-1]] = {**raw[users[-1]], "content": _rephrase(raw[users[-1]].get("content"), text)}
+        out.append({**record, "messages": messages, "id": f"{base}#p{k}", "group": group,
+                    "paraphrases": None})
+    return out
+
+
+def _rephrase(content: Any, text: str) -> Any:
+    if isinstance(content, str):
+        have = set(ph.referenced(text))
+        return text + "".join(ph.placeholder(k) for k in dict.fromkeys(ph.referenced(content))
+                              if k not in have)
+    if not isinstance(content, list):
+        return text  # conversion reports what is wrong with the original
+    out: list[Any] = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "text":
+            if not any(isinstance(p, dict) and p.get("type") == "text" for p in out):
+                out.append({"type": "text", "text": text})
+            continue
+        out.append(part)
+    if not any(isinstance(p, dict) and p.get("type") == "text" for p in out):
+        out.insert(0, {"type": "text", "text": text})
+    return out
+
+
+def _string_list(value: Any, origin: Origin, field: str) -> list[str]:
+    """A list-of-strings field (a JSON array string in TSV / CSV), validated."""
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            raise _fail(origin, field, f"not a valid JSON array ({exc})") from None
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise _fail(origin, field, "expected a list of non-empty strings")
+    return value
 
 
 def _raw_messages(record: Mapping[str, Any], origin: Origin) -> list[dict[str, Any]]:
@@ -288,13 +359,10 @@ def _metadata(record: Mapping[str, Any], origin: Origin,
     meta: dict[str, Any] = {}
     for key in METADATA_FIELDS:
         value = record.get(key)
-        if value is None:
+        if value is None or (key in _LIST_METADATA and value == ""):
             continue
-        if key in _LIST_METADATA and isinstance(value, str) and value.lstrip().startswith("["):
-            try:
-                value = orjson.loads(value)
-            except orjson.JSONDecodeError as exc:
-                raise _fail(origin, key, f"not a valid JSON array ({exc})") from None
+        if key in _LIST_METADATA:
+            value = _string_list(value, origin, key)
         meta[key] = value
     if record.get(human_label_field) is not None:  # the configured label column, one name
         meta["human_label"] = record[human_label_field]

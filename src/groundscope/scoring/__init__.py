@@ -5,6 +5,11 @@ the registry wires the run's judge panel in: ``accuracy`` of free-form answers b
 judge's verdict, and under ``llm_recall`` the ROUGE-L recall scorer is wrapped so the judge
 can recover its misses. :func:`metric_names` applies EvalScope's switch of a free-form
 dataset's default metrics to ``Accuracy`` under ``llm``.
+
+The grounding metrics (``grounding``, ``completeness``, ``consistency``; SPEC section 9,
+``scoring/grounding.py``, ``scoring/consistency.py``) are judge-driven too: they use the
+grounding block's models, else the judge block's, whatever the judge strategy. They are
+listed in ``metric_list`` or added to every free-form dataset by a ``judge.grounding`` block.
 """
 
 from __future__ import annotations
@@ -28,11 +33,13 @@ if TYPE_CHECKING:
     from groundscope.config import JudgeConfig
     from groundscope.scoring.judge import JudgePanel
 
-__all__ = ["Scorer", "ScoringContext", "build_scorers", "metric_names", "primary_metric"]
+__all__ = ["Scorer", "ScoringContext", "build_scorers", "metric_names", "primary_metric",
+           "scorer_keys"]
 
 log = logging.getLogger("groundscope")
 
 RECALL_KEY = "rouge-l-r"  # EvalScope's main score of General-VQA, the one llm_recall raises
+GROUNDING_METRICS = ("grounding", "completeness", "consistency")
 
 
 def _bleu(prediction: str, reference: str) -> dict[str, float]:
@@ -62,20 +69,34 @@ def metric_names(defaults: Sequence[str], metric_list: Sequence[str] | None,
     (['accuracy'], ['Rouge'])
     >>> metric_names(["acc"], None, llm), metric_names(["BLEU", "Rouge"], None, None)
     (['acc'], ['BLEU', 'Rouge'])
+
+    A ``judge.grounding`` block adds its ``metrics`` to every free-form dataset:
+
+    >>> g = JudgeConfig(models=[{"model_id": "j", "api_url": "mock"}],
+    ...                 grounding={"metrics": ["grounding"]})
+    >>> metric_names(["BLEU", "Rouge"], None, g), metric_names(["acc"], None, g)
+    (['BLEU', 'Rouge', 'grounding'], ['acc'])
     """
     from groundscope.compat import metric_name
 
+    free_form = all(metric_name(d) != "accuracy" for d in defaults)
     if metric_list:
-        return list(metric_list)
-    if (judge is not None and judge.strategy == "llm"
-            and all(metric_name(d) != "accuracy" for d in defaults)):
-        return ["accuracy"]
-    return list(defaults)
+        names = list(metric_list)
+    elif judge is not None and judge.strategy == "llm" and free_form:
+        names = ["accuracy"]
+    else:
+        names = list(defaults)
+    if judge is not None and judge.grounding is not None and free_form:
+        have = {metric_name(n) or n for n in names}
+        names += [m for m in judge.grounding.metrics if m not in have]
+    return names
 
 
 def primary_metric(default: str, scorers: Sequence[Scorer]) -> str:
     """The format's primary metric if a scorer produces it, else the first key produced."""
-    keys = [k for s in scorers for k in s.keys]
+    from groundscope.scoring.groups import scorer_keys
+
+    keys = [k for ks in scorer_keys(scorers).values() for k in ks]
     return default if default in keys or not keys else keys[0]
 
 
@@ -96,11 +117,34 @@ def build_scorers(names: Sequence[str], ctx: ScoringContext | None = None) -> li
             scorers.append(ChoiceScorer() if panel is None else _judged_accuracy(panel))
         elif name == "exact_match":
             scorers.append(ReferenceScorer("exact_match", ("exact_match",), exact_match))
+        elif name in GROUNDING_METRICS:
+            scorers.append(_grounding_scorer(name, ctx))
         else:
             raise ConfigError(f"metric_list: {name!r} is not available for this dataset yet")
     if panel is not None and panel.cfg.strategy == "llm_recall":
         scorers = _with_recall(scorers, panel)
     return scorers
+
+
+def _grounding_scorer(name: str, ctx: ScoringContext | None) -> Scorer:
+    from groundscope.scoring import consistency, grounding
+
+    if ctx is None or not grounding.grounding_models(ctx.judge):
+        raise ConfigError(f"metric {name!r} needs a judge model: set judge.models "
+                          "(or judge.grounding.models)")
+    panel = grounding.grounding_panel(ctx)
+    if name == "grounding":
+        return grounding.GroundingScorer(panel, grounding.grounding_options(ctx.judge))
+    if name == "completeness":
+        return grounding.CompletenessScorer(panel)
+    return consistency.ConsistencyScorer(panel)
+
+
+def scorer_keys(scorers: Sequence[Scorer]) -> dict[str, tuple[str, ...]]:
+    """Metric keys by scorer name, group rows' scorer names included (``scoring/groups.py``)."""
+    from groundscope.scoring.groups import scorer_keys as keys
+
+    return keys(scorers)
 
 
 def _judged_accuracy(panel: JudgePanel) -> Scorer:

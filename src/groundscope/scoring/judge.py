@@ -1,10 +1,11 @@
 """The LLM judge panel: asks each judge model for a verdict and takes the majority (SPEC 8).
 
-One :class:`JudgePanel` serves a whole run (``ScoringContext.shared``). Each judge model gets a
-:class:`~groundscope.client.cache.CachedChat` over a ``ChatClient`` that is created on first
-use inside the running loop (concurrency ``judge_concurrency``, temperature 0 unless the
-model's ``generation_config`` says otherwise) and closed by ``ScoringContext.aclose``. Replies
-are cached in ``<run_dir>/cache/judge.jsonl``, so re-scoring and resumed runs repeat no call.
+One :class:`JudgePanel` serves a whole run (``ScoringContext.shared``). Each judge model gets
+one ``ChatClient``, created on first use inside the running loop (concurrency
+``judge_concurrency``, temperature 0 unless the model's ``generation_config`` says otherwise)
+and closed by ``ScoringContext.aclose``, behind one
+:class:`~groundscope.client.cache.CachedChat` per purpose. Verdicts are cached in
+``<run_dir>/cache/judge.jsonl``, so re-scoring and resumed runs repeat no call.
 
 Per judge, a reply that breaks the verdict contract is repaired up to
 ``JudgeConfig.max_retries`` times (``judge_prompt.repair_messages``); transport failures are
@@ -16,15 +17,23 @@ sample.
 
 ``api_url: "mock"`` names the offline simulator: the run's own in ``eval_type=mock``
 (``ScoringContext.mock_url``), else a judge-only simulator started on first use.
+
+The verdict is one use of :meth:`JudgePanel.ask`, the generic step "ask judge *i* this
+request, parse the reply with this contract, repair a broken reply a bounded number of
+times". The grounding steps (claim extraction, verification, completeness, equivalence;
+``scoring/grounding.py``) use it too, each with its own ``purpose``: its own cache file
+``<run_dir>/cache/<purpose>.jsonl``, over the same per-model HTTP client.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import orjson
 
 from groundscope.errors import GroundscopeError, MediaError, ModelError, ResponseError
 from groundscope.scoring.agreement import human_label
@@ -42,6 +51,17 @@ log = logging.getLogger("groundscope")
 
 MOCK_URL = "mock"
 _FATAL_STATUS = frozenset({401, 403, 404})
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Reply(Generic[T]):
+    """What :meth:`JudgePanel.ask` got from one judge: a parsed ``value``, or an ``error``."""
+
+    judge: str
+    value: T | None
+    attempts: int
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,16 +141,17 @@ class JudgePanel:
         self.ctx = ctx
         self.cfg = cfg
         self.ids = judge_ids(cfg.models)
-        self._chats: list[CachedChat | None] = [None] * len(cfg.models)
+        self._chats: dict[tuple[int, str, str], CachedChat] = {}
+        self._clients: dict[int, ChatClient] = {}
+        self._connecting = asyncio.Lock()
         self._broken: dict[int, str] = {}
-        self._mock_lock = asyncio.Lock()
         self._secrets = [k for m in cfg.models if m.api_key is not None
                          and (k := m.api_key.get_secret_value()) and k != "EMPTY"]
 
     @property
     def requests(self) -> int:
         """Judge requests actually sent (cache hits excluded)."""
-        return sum(c.requests for c in self._chats if c is not None)
+        return sum(c.requests for c in self._chats.values())
 
     async def decide(self, sample: Sample, prediction: str) -> Outcome:
         """Every judge's vote on ``prediction``, combined by :func:`majority`."""
@@ -144,34 +165,48 @@ class JudgePanel:
         return Outcome(label, tuple(votes), failure, human)
 
     async def _vote(self, i: int, messages: tuple[Message, ...]) -> Vote:
+        reply = await self.ask(i, messages, parse_verdict)
+        if reply.value is None:
+            return Vote(reply.judge, None, attempts=reply.attempts, error=reply.error)
+        return Vote(reply.judge, reply.value.label, reply.value.reasoning, reply.attempts)
+
+    async def ask(self, i: int, messages: tuple[Message, ...], parse: Callable[[str], T], *,
+                  purpose: str = "judge", shape: str | None = None,
+                  overrides: Mapping[str, Any] | None = None) -> Reply[T]:
+        """Judge ``i``'s reply to ``messages``, read by ``parse`` (which raises ``ReplyError``).
+
+        A broken reply gets up to ``max_retries`` repair turns (``shape`` is the JSON the
+        repair turn asks for; default: the verdict's). Replies are cached under ``purpose``;
+        ``overrides`` are merged over the model's generation config (e.g. a vote's seed).
+        """
         judge = self.ids[i]
         if i in self._broken:
-            return Vote(judge, None, error=self._broken[i])
-        chat = self._chat(i)
+            return Reply(judge, None, 0, self._broken[i])
+        chat = self._chat(i, purpose, overrides or {})
         problem = ""
         for attempt in range(1, self.cfg.max_retries + 2):
             try:
                 completion = await chat.complete(messages)
             except MediaError as exc:
-                return Vote(judge, None, attempts=attempt, error=f"media: {exc}")
+                return Reply(judge, None, attempt, f"media: {exc}")
             except ModelError as exc:
                 error = self._scrub(f"{exc.kind}: {exc}")
                 if isinstance(exc, ResponseError) and exc.status in _FATAL_STATUS:
                     self._mark_broken(i, error)
-                return Vote(judge, None, attempts=attempt, error=error)
+                return Reply(judge, None, attempt, error)
             except GroundscopeError as exc:  # e.g. the client could not be built
                 self._mark_broken(i, self._scrub(str(exc)))
-                return Vote(judge, None, attempts=attempt, error=self._broken[i])
+                return Reply(judge, None, attempt, self._broken[i])
             try:
-                verdict = parse_verdict(completion.text)
+                return Reply(judge, parse(completion.text), attempt)
             except ReplyError as exc:
                 problem = str(exc)
-                log.debug("judge %s: unusable reply (%s), attempt %d", judge, problem, attempt)
-                messages = repair_messages(messages, completion.text, problem)
-                continue
-            return Vote(judge, verdict.label, verdict.reasoning, attempt)
-        return Vote(judge, None, attempts=self.cfg.max_retries + 1,
-                    error=f"no usable verdict after {self.cfg.max_retries + 1} replies: {problem}")
+                log.debug("judge %s (%s): unusable reply (%s), attempt %d", judge, purpose,
+                          problem, attempt)
+                messages = repair_messages(messages, completion.text, problem, shape=shape)
+        what = "verdict" if purpose == "judge" else f"{purpose} reply"
+        return Reply(judge, None, self.cfg.max_retries + 1,
+                     f"no usable {what} after {self.cfg.max_retries + 1} replies: {problem}")
 
     def _mark_broken(self, i: int, error: str) -> None:
         if i not in self._broken:
@@ -185,43 +220,53 @@ class JudgePanel:
             text = text.replace(secret, "***")
         return text
 
-    def _chat(self, i: int) -> CachedChat:
-        chat = self._chats[i]
+    def _chat(self, i: int, purpose: str, overrides: Mapping[str, Any]) -> CachedChat:
+        key = (i, purpose, orjson.dumps(overrides, option=orjson.OPT_SORT_KEYS).decode())
+        chat = self._chats.get(key)
         if chat is None:
             from groundscope.client.cache import CachedChat
 
             model = self.cfg.models[i]
-            chat = CachedChat(self._cache(), model_id=model.model_id, api_url=model.api_url,
-                              generation_config=model.generation_config,
-                              connect=lambda: self._connect(model))
-            self.ctx.on_close(chat.aclose)
-            self._chats[i] = chat
+            chat = CachedChat(response_cache(self.ctx, purpose), model_id=model.model_id,
+                              api_url=model.api_url,
+                              generation_config={**model.generation_config, **overrides},
+                              connect=lambda: self._client(i))
+            self._chats[key] = chat
         return chat
 
-    def _cache(self) -> ResponseCache:
-        return response_cache(self.ctx, "judge")
+    async def _client(self, i: int) -> ChatClient:
+        """Judge ``i``'s HTTP client, one per model whatever the purpose; closed with the context."""
+        async with self._connecting:
+            client = self._clients.get(i)
+            if client is None:
+                client = self._clients[i] = await self._connect(self.cfg.models[i])
+                self.ctx.on_close(client.aclose)
+            return client
 
     async def _connect(self, model: JudgeModel) -> ChatClient:
         from groundscope.client.openai import ChatClient
         from groundscope.client.retry import RetryPolicy
 
-        url = await self._mock_url() if model.api_url == MOCK_URL else model.api_url
+        url = await mock_url(self.ctx) if model.api_url == MOCK_URL else model.api_url
         return ChatClient(url, model.model_id, api_key=model.api_key,
                           generation_config=model.generation_config, timeout=self.ctx.timeout,
                           retry=RetryPolicy(max_retries=self.ctx.max_retries),
                           concurrency=self.ctx.judge_concurrency)
 
-    async def _mock_url(self) -> str:
-        async with self._mock_lock:
-            if self.ctx.mock_url is None:
-                from groundscope.client.sim_judge import JudgeResponder
-                from groundscope.client.simulator import SimulatorServer
 
-                server = SimulatorServer(responders=[JudgeResponder()])
-                self.ctx.mock_url = await server.astart()
-                self.ctx.on_close(server.astop)
-                log.info("judge api_url 'mock': offline judge simulator on %s", self.ctx.mock_url)
-            return self.ctx.mock_url
+async def mock_url(ctx: ScoringContext) -> str:
+    """The offline simulator's URL for ``api_url: "mock"``: the run's own (``eval_type=mock``),
+    else a judge-only simulator started once per context (its responders: ``ctx.simulator``)."""
+    async with ctx.shared("mock:lock", asyncio.Lock):
+        if ctx.mock_url is None:
+            from groundscope.client.sim_grounding import sim_responders
+            from groundscope.client.simulator import SimulatorServer
+
+            server = SimulatorServer(responders=sim_responders(ctx.simulator))
+            ctx.mock_url = await server.astart()
+            ctx.on_close(server.astop)
+            log.info("judge api_url 'mock': offline judge simulator on %s", ctx.mock_url)
+        return ctx.mock_url
 
 
 def response_cache(ctx: ScoringContext, purpose: str) -> ResponseCache:

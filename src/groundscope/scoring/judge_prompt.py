@@ -58,9 +58,10 @@ B: INCORRECT
 Reply with exactly one JSON object and no other text:
 {"reasoning": "<one or two sentences>", "verdict": "A" or "B"}"""
 
+VERDICT_SHAPE = '{"reasoning": "<one or two sentences>", "verdict": "A" or "B"}'
 _REPAIR = """Your reply could not be used: {problem}. Reply again with exactly one JSON \
 object and no other text:
-{{"reasoning": "<one or two sentences>", "verdict": "A" or "B"}}"""
+{shape}"""
 
 _Q_OPEN, _Q_CLOSE = "<question>\n", "\n</question>"
 _R_OPEN, _R_CLOSE = "<reference_answer>\n", "\n</reference_answer>"
@@ -94,10 +95,15 @@ def judge_messages(sample: Sample, prediction: str, *, multimodal: bool = False)
     return (Message("user", parts),)
 
 
-def repair_messages(messages: Sequence[Message], bad_reply: str, problem: str) -> tuple[Message, ...]:
-    """``messages`` plus the bad reply (as the assistant) and a request to fix it."""
-    return (*messages, Message("assistant", bad_reply),
-            Message("user", _REPAIR.format(problem=problem)))
+def repair_messages(messages: Sequence[Message], bad_reply: str, problem: str, *,
+                    shape: str | None = None) -> tuple[Message, ...]:
+    """``messages`` plus the bad reply (as the assistant) and a request to fix it.
+
+    ``shape`` is the JSON object the reply must have (default: the verdict's); the
+    grounding steps pass their own.
+    """
+    fix = _REPAIR.format(problem=problem, shape=shape or VERDICT_SHAPE)
+    return (*messages, Message("assistant", bad_reply), Message("user", fix))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,34 @@
+"""Media: a ``MediaRef`` -> bytes + mime, validation, and the wire encoding of one medium.
+
+The only package that reads media bytes or produces base64. Everything else handles
+``MediaRef`` values, which name a medium without holding its decoded payload.
+
+- ``sources``: classify a source (path, URL, data URI, base64, bytes), read and decode it,
+  resolve local paths, and describe / fingerprint it without its payload;
+- ``formats``: mime types from magic bytes first (a ``.jpg`` that holds a PNG is sent as
+  PNG), then the format hint, the data-URI mime and the file extension; the audio/video
+  *format* on the wire follows the hint first, then magic bytes, data-URI mime, extension;
+- ``images``: Pillow validation and the pixel cap;
+- ``values``: dataset column values -> ``MediaRef``;
+- ``wire``: the OpenAI content part of a medium, with a bounded cache of encoded payloads.
+"""
+
+from groundscope.media.formats import AUDIO_FORMATS, VIDEO_FORMATS, check_format, sniff_mime
+from groundscope.media.images import DEFAULT_MAX_PIXELS, check, max_pixels, set_max_pixels
+from groundscope.media.sources import (
+    DEFAULT_MAX_BYTES,
+    describe,
+    exists,
+    fingerprint,
+    is_remote,
+    load,
+    resolve_path,
+)
+from groundscope.media.values import media_from_value
+from groundscope.media.wire import wire_part
+
+__all__ = [
+    "AUDIO_FORMATS", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_PIXELS", "VIDEO_FORMATS", "check",
+    "check_format", "describe", "exists", "fingerprint", "is_remote", "load", "max_pixels",
+    "media_from_value", "resolve_path", "set_max_pixels", "sniff_mime", "wire_part",
+]  # fmt: skip

@@ -1,0 +1,119 @@
+"""Image validation: Pillow header parsing, the pixel cap (decompression bombs), decoding."""
+
+from __future__ import annotations
+
+import io
+import re
+import warnings
+from contextvars import ContextVar
+from typing import Any
+
+from groundscope.errors import MediaError
+from groundscope.media.formats import check_format
+from groundscope.media.sources import (
+    DEFAULT_MAX_BYTES,
+    _raw,
+    _supported_format,
+    describe,
+    is_remote,
+    load,
+)
+from groundscope.types import MediaRef, Modality
+
+DEFAULT_MAX_PIXELS = 89_478_485  # Pillow's Image.MAX_IMAGE_PIXELS (its decompression-bomb limit)
+
+
+_HEADER_BYTES = 1024 * 1024  # enough of an image file for Pillow to parse its header
+
+
+_MAX_PIXELS: ContextVar[int] = ContextVar("groundscope_max_image_pixels", default=DEFAULT_MAX_PIXELS)
+
+
+def max_pixels() -> int:
+    """The image pixel cap in force (``TaskConfig.max_image_pixels``; Pillow's by default)."""
+    return _MAX_PIXELS.get()
+
+
+def set_max_pixels(limit: int) -> None:
+    """Set the image pixel cap for the current context (the runner sets it per run)."""
+    if limit < 1:
+        raise ValueError("the pixel cap must be >= 1")
+    _MAX_PIXELS.set(limit)
+
+
+def _open_image(data: bytes, what: MediaRef | str) -> Any:
+    """Pillow's lazy ``Image`` of ``data`` (header parsed, nothing decoded), pixel cap applied.
+
+    A decompression bomb fails here, before any pixel is decoded. ``what`` names the image
+    in an error (a ref is described only then).
+    """
+    from PIL import Image  # lazy: only validation and PIL values need Pillow
+
+    limit = _MAX_PIXELS.get()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            img = Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError as exc:  # beyond twice Pillow's own limit
+        pixels = re.search(r"\d+", str(exc))
+        raise _too_many_pixels(what, pixels.group(0) if pixels else "too many", limit) from None
+    except Image.UnidentifiedImageError:
+        raise _unreadable(what, "unknown format or corrupt header") from None
+    except Exception as exc:  # Pillow raises many types for unreadable data
+        raise _unreadable(what, str(exc)) from None
+    width, height = img.size
+    if width * height > limit:
+        img.close()
+        raise _too_many_pixels(what, f"{width}x{height} = {width * height}", limit)
+    return img
+
+
+def _label(what: MediaRef | str) -> str:
+    return describe(what) if isinstance(what, MediaRef) else what
+
+
+def _unreadable(what: MediaRef | str, why: str) -> MediaError:
+    return MediaError(f"{_label(what)}: not a readable image ({why})")
+
+
+def _too_many_pixels(what: MediaRef | str, pixels: str, limit: int) -> MediaError:
+    return MediaError(f"{_label(what)}: image of {pixels} pixels is over the limit of {limit} "
+                      "(max_image_pixels; a decompression bomb?)")
+
+
+def _verify_image(data: bytes, what: str) -> None:
+    from PIL import Image  # lazy: only validation and PIL values need Pillow
+
+    _open_image(data, what).close()
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            img.verify()
+        with Image.open(io.BytesIO(data)) as img:
+            if img.format == "JPEG":
+                img.draft("RGB", (64, 64))  # decode the whole stream at 1/8 scale: cheap
+            img.load()
+    except Image.DecompressionBombError as exc:
+        raise MediaError(f"{what}: image too large to decode safely ({exc})") from None
+    except Exception as exc:  # Pillow raises many types for broken files
+        raise MediaError(f"{what}: not a readable image ({exc})") from None
+
+
+def check(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES, decode: bool = True) -> None:
+    """Validate a medium without sending it: readable, decodable, supported format.
+
+    Images are verified with Pillow (truncated files fail) and held to the pixel cap
+    (:func:`max_pixels`); ``decode=False`` reads only the image header (cheap: an
+    unreadable header and the pixel cap are caught, a truncated body is not). Audio and
+    video only have their header sniffed. Remote URLs are checked for a format hint only.
+    """
+    if is_remote(ref):
+        check_format(ref.kind, ref.format)
+        return
+    if ref.kind is Modality.IMAGE:
+        if decode:
+            _verify_image(load(ref, max_bytes=max_bytes)[0], describe(ref))
+        else:  # Pillow needs only the head of a file to parse the header
+            _open_image(_raw(ref, max_bytes, head=_HEADER_BYTES)[0], ref).close()
+        return
+    check_format(ref.kind, ref.format)
+    _supported_format(ref, _raw(ref, max_bytes, head=64)[0])

@@ -1,0 +1,84 @@
+"""Dataset column values -> ``MediaRef`` (no file is read)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from groundscope.errors import MediaError
+from groundscope.media.formats import check_format
+from groundscope.media.sources import DEFAULT_MAX_BYTES, _classify, _raw
+from groundscope.types import MediaRef, Modality
+
+_SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def media_from_value(
+    value: Any,
+    kind: Modality | str,
+    *,
+    format: str | None = None,
+    base_dir: Path | None = None,
+    detail: str | None = None,
+) -> MediaRef:
+    """Normalise one dataset value into a MediaRef (no file is read).
+
+    Accepts a path / URL / data URI / base64 string, ``bytes``, a ``pathlib.Path``, a
+    parquet ``{"bytes", "path"}`` dict (also ``url`` / ``data`` / ``<kind>`` keys, as in
+    OpenAI parts) and objects with ``.bytes`` / ``.path`` attributes (HF feature-like).
+    Inline payloads are checked to decode; unusable values raise MediaError.
+    """
+    kind = Modality(kind)
+    fmt = check_format(kind, format)
+    if isinstance(value, MediaRef):
+        return value
+    if isinstance(value, Mapping):
+        source, dict_fmt = _from_mapping(value, kind)
+        fmt = fmt or check_format(kind, dict_fmt)
+    else:
+        source = _from_object(value, kind)
+    ref = MediaRef(kind=kind, source=source, format=fmt, detail=detail, base_dir=base_dir)
+    if _classify(source) in ("data", "base64"):
+        _raw(ref, DEFAULT_MAX_BYTES)  # decodes: invalid base64 or an oversize payload fails here
+    return ref
+
+
+def _from_string(text: str, kind: Modality) -> str:
+    text = text.strip()
+    if not text:
+        raise MediaError(f"empty {kind} value")
+    scheme = _SCHEME_RE.match(text)
+    if scheme and scheme.group(1).lower() not in ("http", "https", "file"):
+        raise MediaError(f"unsupported URL scheme {scheme.group(1)!r}: only http(s) URLs are sent")
+    return text
+
+
+def _from_object(value: Any, kind: Modality) -> str | bytes:
+    if isinstance(value, str):
+        return _from_string(value, kind)
+    if isinstance(value, bytes | bytearray | memoryview):
+        if not len(value):
+            raise MediaError(f"empty {kind} bytes")
+        return bytes(value)
+    if isinstance(value, os.PathLike):
+        return _from_string(os.fspath(value), kind)
+    attrs = {k: getattr(value, k) for k in ("bytes", "path") if getattr(value, k, None)}
+    if attrs:
+        return _from_mapping(attrs, kind)[0]
+    raise MediaError(f"unusable {kind} value of type {type(value).__name__}")
+
+
+def _from_mapping(value: Mapping[str, Any], kind: Modality) -> tuple[str | bytes, str | None]:
+    hint = value.get("format") if isinstance(value.get("format"), str) else None
+    payload = value.get("bytes")
+    if isinstance(payload, bytes | bytearray | memoryview) and len(payload):
+        return bytes(payload), hint
+    for key in ("bytes", "path", "url", "data", str(kind)):
+        candidate = value.get(key)
+        if isinstance(candidate, str) and candidate.strip():
+            return _from_string(candidate, kind), hint
+    keys = ", ".join(sorted(map(str, value))) or "none"
+    raise MediaError(f"expected a dict with 'path', 'bytes', 'url' or 'data' (keys: {keys})")

@@ -1,0 +1,143 @@
+"""The wire encoding of one medium: OpenAI content parts with base64 made at send time.
+
+Encoded payloads of local files are kept in a small LRU cache, bounded in bytes and keyed
+by the file's identity (path, size, mtime) and the pixel cap, so an image shared by many
+records is read and encoded once. Nothing else keeps a payload: the request body that
+holds it is dropped when its request completes. ``set_cache_limit(0)`` turns the cache off.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from groundscope.errors import MediaError
+from groundscope.media.formats import _FORMAT_MIME
+from groundscope.media.images import _open_image, max_pixels
+from groundscope.media.sources import (
+    DEFAULT_MAX_BYTES,
+    _classify,
+    _raw,
+    _supported_format,
+    describe,
+    fingerprint,
+    is_remote,
+    load,
+)
+from groundscope.types import MediaRef, Modality
+
+DEFAULT_CACHE_BYTES = 32 * 1024 * 1024
+
+
+class EncodedCache:
+    """An LRU of encoded payloads, bounded by their total size in characters."""
+
+    def __init__(self, limit: int = DEFAULT_CACHE_BYTES) -> None:
+        self.limit = limit
+        self._items: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+        self.encoded = 0  # payloads actually encoded (cache misses)
+        self.hits = 0
+
+    def get(self, key: str) -> tuple[str, str] | None:
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+                self.hits += 1
+            return value
+
+    def put(self, key: str, value: tuple[str, str]) -> None:
+        size = len(value[0])
+        with self._lock:
+            self.encoded += 1
+            if size > self.limit // 4:  # one payload may not crowd out the rest
+                return
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._size -= len(old[0])
+            self._items[key] = value
+            self._size += size
+            while self._size > self.limit:
+                _, dropped = self._items.popitem(last=False)
+                self._size -= len(dropped[0])
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._size = 0
+            self.encoded = self.hits = 0
+
+    @property
+    def size(self) -> int:
+        """Characters of payload held now."""
+        return self._size
+
+
+CACHE = EncodedCache()
+
+
+def set_cache_limit(limit: int) -> None:
+    """Bound the encoded-media cache to ``limit`` characters (0: keep nothing)."""
+    CACHE.limit = max(0, limit)
+    CACHE.clear()
+
+
+def wire_part(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any]:
+    """The OpenAI chat content part for one medium (base64 made here, at send time).
+
+    Remote audio has no ``input_audio`` form, so it goes out as ``audio_url`` (the vLLM
+    extension); every other remote medium passes its URL through untouched.
+    """
+    if is_remote(ref):
+        url = {"url": str(ref.source)}
+        if ref.kind is Modality.IMAGE:
+            return {"type": "image_url", "image_url": _with_detail(url, ref)}
+        kind = "audio_url" if ref.kind is Modality.AUDIO else "video_url"
+        return {"type": kind, kind: url}
+    payload, fmt = _encoded(ref, max_bytes)
+    if ref.kind is Modality.IMAGE:
+        return {"type": "image_url", "image_url": _with_detail({"url": payload}, ref)}
+    if ref.kind is Modality.AUDIO:
+        return {"type": "input_audio", "input_audio": {"data": payload, "format": fmt}}
+    return {"type": "video_url", "video_url": {"url": payload}}
+
+
+def _with_detail(image_url: dict[str, str], ref: MediaRef) -> dict[str, str]:
+    if ref.detail:
+        image_url["detail"] = ref.detail
+    return image_url
+
+
+def _encoded(ref: MediaRef, max_bytes: int) -> tuple[str, str]:
+    """(payload, format): a data URL for images and video, raw base64 for audio."""
+    key = None
+    if CACHE.limit and _classify(ref.source) == "path":
+        key = f"{fingerprint(ref)}|px={max_pixels()}|cap={max_bytes}"
+        hit = CACHE.get(key)
+        if hit is not None:
+            return hit
+    value = _encode(ref, max_bytes)
+    if key is not None:
+        CACHE.put(key, value)
+    else:
+        CACHE.encoded += 1
+    return value
+
+
+def _encode(ref: MediaRef, max_bytes: int) -> tuple[str, str]:
+    if ref.kind is Modality.IMAGE:
+        data, mime = load(ref, max_bytes=max_bytes)
+        if not mime.startswith("image/"):
+            raise MediaError(f"{describe(ref)} is not an image (content looks like {mime})")
+        _open_image(data, ref).close()  # header only: the pixel cap, no decoding
+        return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}", mime
+    data, _ = _raw(ref, max_bytes)
+    fmt = _supported_format(ref, data)
+    b64 = base64.b64encode(data).decode("ascii")
+    if ref.kind is Modality.AUDIO:
+        return b64, fmt
+    return f"data:{_FORMAT_MIME[fmt]};base64,{b64}", fmt

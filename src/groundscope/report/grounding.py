@@ -1,0 +1,113 @@
+"""The grounding metrics' part of a dataset report, rebuilt from the saved reviews.
+
+The metric rows (``Grounding ↑`` ... ``Consistent and correct ↑``) come from the metric
+accumulator like every other metric. This module adds the counts behind them to
+``DatasetReport.extra["grounding"]``, per subset and overall, so a reader can see what each
+number rests on: answers scored, answers with no checkable claims (counted here, never
+scored 0), judge failures, claim verdict totals (and the contradicted share, which does not
+depend on the ``not_determinable`` policy), completeness element totals, and how many
+consistency groups were scored, fully consistent, too small or failed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from groundscope.types import Score, ScoreStatus
+
+if TYPE_CHECKING:
+    from groundscope.config import JudgeConfig
+    from groundscope.report.model import DatasetReport
+    from groundscope.store import RunStore
+
+_SCORERS = ("grounding", "completeness", "consistency_group")
+_KEYS = frozenset({"grounding", "grounding_claims", "hallucination", "hallucinated_answers",
+                   "completeness", "consistency", "consistent_correct"})
+
+
+def _count(c: Counter[str], score: Score) -> None:
+    d, status = score.detail, score.status
+    if score.scorer == "grounding":
+        if status is ScoreStatus.OK:
+            c["answers"] += 1
+            c["hallucinated"] += int(d.get("contradicted", 0) > 0)
+            for key in ("supported", "contradicted", "not_determinable"):
+                c[key] += int(d.get(key, 0))
+            c["claims"] += int(d.get("n_claims", 0))
+        elif d.get("no_claims"):
+            c["no_claims"] += 1
+        else:
+            c[f"grounding_{status.value}"] += 1
+    elif score.scorer == "completeness":
+        if status is ScoreStatus.OK:
+            c["completeness_answers"] += 1
+            c["elements"] += int(d.get("expected", 0))
+            c["covered"] += int(d.get("covered", 0))
+        else:
+            c[f"completeness_{status.value}"] += 1
+    elif status is ScoreStatus.OK:
+        c["groups"] += 1
+        c["all_agree"] += int(score.values.get("consistency") == 1.0)
+        c["judged_pairs"] += sum(p.get("by") == "judge" for p in d.get("pairs", ()))
+    else:
+        c[f"groups_{status.value}"] += 1
+
+
+def _block(c: Counter[str]) -> dict[str, Any]:
+    claims = c["claims"]
+    return {
+        "answers": c["answers"], "no_claims": c["no_claims"],
+        "judge_failed": c["grounding_judge_failed"], "errored": c["grounding_error"],
+        "no_media": c["grounding_no_answer"],
+        "claims": claims, "supported": c["supported"], "contradicted": c["contradicted"],
+        "not_determinable": c["not_determinable"],
+        "contradicted_claims_rate": c["contradicted"] / claims if claims else None,
+        "hallucinated_answers": c["hallucinated"],
+        "completeness": {"answers": c["completeness_answers"],
+                         "no_elements": c["completeness_no_answer"],
+                         "judge_failed": c["completeness_judge_failed"],
+                         "errored": c["completeness_error"],
+                         "elements": c["elements"], "covered": c["covered"]},
+        "consistency": {"groups": c["groups"], "all_agree": c["all_agree"],
+                        "too_small": c["groups_no_answer"],
+                        "judge_failed": c["groups_judge_failed"],
+                        "judged_pairs": c["judged_pairs"]},
+    }
+
+
+def with_grounding_stats(rep: DatasetReport, judge: JudgeConfig | None,
+                         scores: Mapping[str, Iterable[Score]]) -> DatasetReport:
+    """``rep`` with ``extra["grounding"]`` when it has grounding metric rows."""
+    if not _KEYS & {r.metric for r in rep.metrics}:
+        return rep
+    from groundscope.scoring.grounding import grounding_models, grounding_options
+    from groundscope.scoring.judge import judge_ids
+
+    total: Counter[str] = Counter()
+    subsets = {}
+    for subset in rep.subsets:
+        c: Counter[str] = Counter()
+        for score in scores.get(subset, ()):
+            if score.scorer in _SCORERS:
+                _count(c, score)
+        subsets[subset] = _block(c)
+        total.update(c)
+    opts = grounding_options(judge)
+    extra = {"policy": {"not_determinable": opts.not_determinable}, "votes": opts.votes,
+             "models": judge_ids(grounding_models(judge)), "subsets": subsets,
+             "overall": _block(total)}
+    return rep.model_copy(update={"extra": {**rep.extra, "grounding": extra}})
+
+
+def add_grounding_stats(rep: DatasetReport, judge: JudgeConfig | None,
+                        store: RunStore) -> DatasetReport:
+    """:func:`with_grounding_stats` over the run directory's saved reviews."""
+    if not _KEYS & {r.metric for r in rep.metrics}:
+        return rep
+    from groundscope.store import score_from_json
+
+    scores = {s: [score_from_json(r) for r in store.load_reviews(rep.dataset, s).values()]
+              for s in rep.subsets}
+    return with_grounding_stats(rep, judge, scores)

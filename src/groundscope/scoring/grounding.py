@@ -1,0 +1,293 @@
+"""Grounding and completeness: an answer's claims checked against the image (SPEC section 9).
+
+:class:`GroundingScorer` (``metric_list: [grounding]``), per answer:
+
+1. a judge extracts the answer's atomic, visually checkable claims (the question gives them
+   context; ``{"claims": [...]}``, cached under ``claims``);
+2. each claim is verified against the sample's images / videos, one request per claim
+   (``{"verdict", "reason"}``, cached under ``verification``). Every grounding model casts
+   ``votes`` votes; the claim's verdict is the strict majority of the votes cast, else
+   ``not_determinable``; no vote at all makes the answer ``judge_failed``;
+3. with S supported, C contradicted and N not-determinable claims, under the policy
+   ``judge.grounding.not_determinable``:
+
+   =============== ======================== =================
+   policy          claims counted (n)        supported (s)
+   =============== ======================== =================
+   ``unsupported`` S + C + N (default)       S
+   ``excluded``    S + C                     S
+   ``supported``   S + C + N                 S + N
+   =============== ======================== =================
+
+   ``grounding`` = s / n (its mean over answers is the *macro* grounding),
+   ``grounding_claims`` = s / n with weight n (aggregated as sum(s) / sum(n): *micro*),
+   ``hallucination`` = (n - s) / n with weight n (claim level: unsupported / claims),
+   ``hallucinated_answers`` = 1 if C >= 1 else 0 (answer level: a *contradicted* claim,
+   whatever the policy).
+
+   An answer with no checkable claim (an empty answer, a refusal, or only excluded claims)
+   is ``no_answer`` with ``detail.no_claims``: counted separately, never scored 0.
+
+:class:`CompletenessScorer` (``metric_list: [completeness]``): for a record with
+``elements: [...]``, the judge lists the elements the answer mentions (``{"covered": [...]}``,
+cached under ``completeness``); they are matched one-to-one to the expected elements
+(verbatim first, then after normalisation; an unknown item is ignored and recorded), and
+``completeness`` = matched / expected. A record without elements is ``no_answer``.
+
+Every claim's verdict, reason and votes are kept in ``Score.detail["claims"]``.
+
+>>> tally(["supported", "contradicted", "not_determinable"], "unsupported")[0]["grounding"]
+0.3333333333333333
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from groundscope.scoring.base import unusable
+from groundscope.scoring.grounding_prompt import (
+    CLAIMS_SHAPE,
+    COMPLETENESS_SHAPE,
+    VERIFY_SHAPE,
+    claims_messages,
+    completeness_messages,
+    parse_check,
+    parse_claims,
+    parse_covered,
+    verify_messages,
+)
+from groundscope.scoring.normalise import normalise_answer
+from groundscope.types import MediaRef, Modality, Prediction, Sample, Score, ScoreStatus
+
+if TYPE_CHECKING:
+    from groundscope.config import GroundingConfig, JudgeConfig, JudgeModel
+    from groundscope.scoring.base import ScoringContext
+    from groundscope.scoring.judge import JudgePanel
+
+GROUNDING_KEYS = ("grounding", "grounding_claims", "hallucination", "hallucinated_answers")
+RATIO_KEYS = ("grounding_claims", "hallucination")
+
+
+def grounding_options(judge: JudgeConfig | None) -> GroundingConfig:
+    """The run's grounding options (defaults when the judge block has no ``grounding``)."""
+    from groundscope.config import GroundingConfig
+
+    return judge.grounding if judge is not None and judge.grounding else GroundingConfig()
+
+
+def grounding_models(judge: JudgeConfig | None) -> list[JudgeModel]:
+    """``judge.grounding.models`` when given, else the judge block's models."""
+    if judge is None:
+        return []
+    return list(grounding_options(judge).models or judge.models)
+
+
+def grounding_panel(ctx: ScoringContext) -> JudgePanel:
+    """The run's panel for the grounding steps (its own models and retry budget)."""
+    from groundscope.config import JudgeConfig
+    from groundscope.scoring.judge import JudgePanel
+
+    def make() -> JudgePanel:
+        judge = ctx.judge or JudgeConfig()
+        opts = grounding_options(judge)
+        retries = judge.max_retries if opts.max_retries is None else opts.max_retries
+        cfg = JudgeConfig(strategy="llm", models=grounding_models(judge), multimodal=True,
+                          max_retries=retries)
+        return JudgePanel(ctx, cfg)
+
+    return ctx.shared("grounding:panel", make)
+
+
+def visual_media(sample: Sample) -> tuple[MediaRef, ...]:
+    """The images and videos a claim is verified against."""
+    return tuple(m for m in sample.media() if m.kind in (Modality.IMAGE, Modality.VIDEO))
+
+
+def tally(verdicts: Sequence[str], policy: str) -> tuple[dict[str, float], dict[str, float],
+                                                        dict[str, Any]] | None:
+    """``(values, weights, counts)`` of one answer's claim verdicts, None when no claim counts.
+
+    >>> values, weights, counts = tally(["supported"] * 3 + ["contradicted"], "unsupported")
+    >>> values["grounding"], values["hallucination"], values["hallucinated_answers"], weights
+    (0.75, 0.25, 1.0, {'grounding_claims': 4.0, 'hallucination': 4.0})
+    >>> tally(["not_determinable"], "excluded") is None
+    True
+    """
+    c = Counter(verdicts)
+    s, k, nd = c["supported"], c["contradicted"], c["not_determinable"]
+    n = s + k + (0 if policy == "excluded" else nd)
+    sup = s + (nd if policy == "supported" else 0)
+    if n == 0:
+        return None
+    values = {"grounding": sup / n, "grounding_claims": sup / n,
+              "hallucination": (n - sup) / n, "hallucinated_answers": 1.0 if k else 0.0}
+    counts = {"supported": s, "contradicted": k, "not_determinable": nd, "counted": n,
+              "counted_supported": sup, "policy": policy}
+    return values, {key: float(n) for key in RATIO_KEYS}, counts
+
+
+def majority_verdict(cast: Sequence[tuple[str, str]]) -> tuple[str, str]:
+    """``(verdict, reason)`` from ``(verdict, reason)`` votes: the strict majority, else
+    ``not_determinable`` (conservative).
+
+    >>> majority_verdict([("supported", "a"), ("supported", "b"), ("contradicted", "c")])
+    ('supported', 'a')
+    >>> majority_verdict([("supported", "a"), ("contradicted", "c")])[0]
+    'not_determinable'
+    """
+    counts = Counter(v for v, _ in cast)
+    top, n = counts.most_common(1)[0]
+    if n * 2 > len(cast):
+        return top, next(r for v, r in cast if v == top)
+    split = ", ".join(f"{v} {counts[v]}" for v in sorted(counts))
+    return "not_determinable", f"no majority among {len(cast)} votes ({split})"
+
+
+async def verify_claim(panel: JudgePanel, opts: GroundingConfig, claim: str,
+                       media: Sequence[MediaRef]) -> dict[str, Any]:
+    """One claim's verdict from every model's votes (``verdict`` None: no vote was cast)."""
+    messages = verify_messages(claim, media)
+    variants: list[dict[str, Any]] = [{}] if opts.votes == 1 else [
+        {"temperature": opts.vote_temperature, "seed": k} for k in range(opts.votes)]
+    replies = await asyncio.gather(*(
+        panel.ask(i, messages, parse_check, purpose="verification", shape=VERIFY_SHAPE,
+                  overrides=v) for i in range(len(panel.ids)) for v in variants))
+    cast = [(r.value.verdict, r.value.reason) for r in replies if r.value is not None]
+    out: dict[str, Any] = {"claim": claim}
+    if cast:
+        out["verdict"], out["reason"] = majority_verdict(cast)
+    else:
+        out["verdict"], out["error"] = None, replies[0].error
+    if len(replies) > 1:
+        out["votes"] = [{"judge": r.judge, "verdict": r.value.verdict if r.value else None,
+                         "reason": r.value.reason if r.value else r.error} for r in replies]
+    return out
+
+
+def _text(prediction: Prediction) -> str:
+    return prediction.completion.text if prediction.completion else ""
+
+
+@dataclass(frozen=True, slots=True)
+class GroundingScorer:
+    """Claim-level grounding of a free-form answer (see the module docstring)."""
+
+    panel: JudgePanel
+    options: GroundingConfig
+    name: str = "grounding"
+    keys: tuple[str, ...] = GROUNDING_KEYS
+
+    async def score(self, sample: Sample, prediction: Prediction) -> Score:
+        bad = unusable(sample, prediction, self.name)
+        if bad is not None:
+            return bad
+        media = visual_media(sample)
+        if not media:
+            return self._status(sample, prediction, ScoreStatus.NO_ANSWER,
+                                reason="the sample has no image or video to verify claims against")
+        answer = _text(prediction)
+        if not answer.strip():
+            return self._no_claims(sample, prediction, "empty answer", [])
+        extracted = await self.panel.ask(0, claims_messages(sample.question, answer),
+                                         parse_claims, purpose="claims", shape=CLAIMS_SHAPE)
+        if extracted.value is None:
+            return self._status(sample, prediction, ScoreStatus.JUDGE_FAILED,
+                                judge_failed=f"claim extraction: {extracted.error}",
+                                stage="claims")
+        if not extracted.value:
+            return self._no_claims(sample, prediction, "no checkable claims", [])
+        checks = list(await asyncio.gather(*(verify_claim(self.panel, self.options, c, media)
+                                             for c in extracted.value)))
+        failed = sum(c["verdict"] is None for c in checks)
+        if failed:
+            return self._status(sample, prediction, ScoreStatus.JUDGE_FAILED, claims=checks,
+                                judge_failed=f"verification: {failed} of {len(checks)} claims "
+                                             "got no verdict", stage="verification")
+        result = tally([c["verdict"] for c in checks], self.options.not_determinable)
+        if result is None:
+            return self._no_claims(sample, prediction,
+                                   "no determinable claim (not_determinable is excluded)", checks)
+        values, weights, counts = result
+        detail = {"claims": checks, "n_claims": len(checks), **counts,
+                  "grounding_score": values["grounding"],
+                  "hallucination_rate": values["hallucination"]}
+        return Score(sample.id, self.name, ScoreStatus.OK, values=values, weights=weights,
+                     detail=detail, repeat=prediction.repeat)
+
+    def _status(self, sample: Sample, prediction: Prediction, status: ScoreStatus,
+                **detail: Any) -> Score:
+        return Score(sample.id, self.name, status, detail=detail, repeat=prediction.repeat)
+
+    def _no_claims(self, sample: Sample, prediction: Prediction, reason: str,
+                   claims: list[dict[str, Any]]) -> Score:
+        return self._status(sample, prediction, ScoreStatus.NO_ANSWER, no_claims=True,
+                            reason=reason, claims=claims, n_claims=len(claims))
+
+
+def match_elements(expected: Sequence[str], covered: Sequence[str]
+                   ) -> tuple[list[dict[str, Any]], list[str]]:
+    """One-to-one match of the judge's covered items to the expected elements.
+
+    Each item takes the first still unmatched element equal to it verbatim, else equal after
+    normalisation; an item matching nothing is returned as unrecognised.
+
+    >>> matches, unknown = match_elements(["a dog", "grass", "a dog"], ["A dog", "sky"])
+    >>> [m["covered"] for m in matches], unknown
+    ([True, False, False], ['sky'])
+    """
+    taken = [False] * len(expected)
+    loose = [normalise_answer(e) for e in expected]
+    unknown: list[str] = []
+    for item in covered:
+        free = [i for i in range(len(expected)) if not taken[i]]
+        hit = next((i for i in free if expected[i] == item), None)
+        if hit is None:
+            norm = normalise_answer(item)
+            hit = next((i for i in free if loose[i] == norm), None)
+        if hit is None:
+            unknown.append(item)
+        else:
+            taken[hit] = True
+    return [{"element": e, "covered": t} for e, t in zip(expected, taken, strict=True)], unknown
+
+
+@dataclass(frozen=True, slots=True)
+class CompletenessScorer:
+    """Share of a record's expected visual ``elements`` the answer mentions."""
+
+    panel: JudgePanel
+    name: str = "completeness"
+    keys: tuple[str, ...] = field(default=("completeness",))
+
+    async def score(self, sample: Sample, prediction: Prediction) -> Score:
+        bad = unusable(sample, prediction, self.name)
+        if bad is not None:
+            return bad
+        elements = [str(e) for e in sample.metadata.get("elements") or ()]
+        if not elements:
+            return Score(sample.id, self.name, ScoreStatus.NO_ANSWER,
+                         detail={"reason": "the record lists no expected elements"},
+                         repeat=prediction.repeat)
+        answer = _text(prediction)
+        covered: list[str] = []
+        if answer.strip():  # an empty answer mentions nothing: no call
+            reply = await self.panel.ask(0, completeness_messages(answer, elements),
+                                         parse_covered, purpose="completeness",
+                                         shape=COMPLETENESS_SHAPE)
+            if reply.value is None:
+                return Score(sample.id, self.name, ScoreStatus.JUDGE_FAILED,
+                             detail={"judge_failed": f"completeness: {reply.error}"},
+                             repeat=prediction.repeat)
+            covered = reply.value
+        matches, unknown = match_elements(elements, covered)
+        hits = sum(m["covered"] for m in matches)
+        detail: dict[str, Any] = {"elements": matches, "covered": hits, "expected": len(elements)}
+        if unknown:
+            detail["unrecognised"] = unknown
+        return Score(sample.id, self.name, ScoreStatus.OK,
+                     values={"completeness": hits / len(elements)}, detail=detail,
+                     repeat=prediction.repeat)

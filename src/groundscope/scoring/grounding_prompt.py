@@ -1,0 +1,203 @@
+"""The grounding steps' wire contracts: the requests a judge is sent and the replies it must give
+(pure; SPEC section 9).
+
+Every request is one user message whose first line is a marker (the offline simulator uses it
+to recognise the step), then the instructions, then the inputs quoted verbatim, each in its
+own block ``<tag>\\n...\\n</tag>``, then the reply shape. Only the verification request carries
+media (the sample's images / videos after the text).
+
+- claim extraction, marker ``[groundscope-grounding/claims-v1]``: quotes the question and
+  the answer; reply ``{"claims": ["...", ...]}`` (may be empty);
+- verification, ``[groundscope-grounding/verify-v1]``: quotes one claim, then the media;
+  reply ``{"verdict": "supported" | "contradicted" | "not_determinable", "reason": "..."}``;
+- completeness, ``[groundscope-grounding/completeness-v1]``: quotes the answer and every
+  expected element; reply ``{"covered": ["<element copied verbatim>", ...]}``;
+- equivalence, ``[groundscope-grounding/equivalence-v1]``: quotes the question and two
+  answers; reply ``{"equivalent": true | false, "reason": "..."}``.
+
+Replies are read with ``json_reply.extract_object`` (``<think>`` removed, the last top-level
+object binds) and then checked strictly here; a broken reply raises ``ReplyError``, which the
+panel turns into a repair turn (``judge_prompt.repair_messages`` with the step's ``*_SHAPE``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from groundscope.scoring.json_reply import ReplyError, extract_object
+from groundscope.types import ContentPart, MediaPart, MediaRef, Message, TextPart
+
+CLAIMS_MARKER = "[groundscope-grounding/claims-v1]"
+VERIFY_MARKER = "[groundscope-grounding/verify-v1]"
+COMPLETENESS_MARKER = "[groundscope-grounding/completeness-v1]"
+EQUIVALENCE_MARKER = "[groundscope-grounding/equivalence-v1]"
+MARKERS = (CLAIMS_MARKER, VERIFY_MARKER, COMPLETENESS_MARKER, EQUIVALENCE_MARKER)
+
+VERDICTS = ("supported", "contradicted", "not_determinable")
+CLAIMS_SHAPE = '{"claims": ["<claim>", ...]}'
+VERIFY_SHAPE = ('{"verdict": "supported" or "contradicted" or "not_determinable", '
+                '"reason": "<one sentence>"}')
+COMPLETENESS_SHAPE = '{"covered": ["<element copied verbatim>", ...]}'
+EQUIVALENCE_SHAPE = '{"equivalent": true or false, "reason": "<one sentence>"}'
+
+_CLAIMS_RULES = """You split an answer about an image into atomic claims that can each be \
+checked by looking at the image.
+
+- One fact per claim, as a short self-contained sentence: resolve pronouns and use the \
+question for context ("2" to "How many wheels does the car have?" is the claim "The car has \
+2 wheels.").
+- Only what the answer asserts about what is visible: leave out opinions, hedges, advice, \
+general knowledge and mere restatements of the question.
+- Do not repeat a claim. An answer that asserts nothing visually checkable (a refusal, \
+"I don't know") has no claims: reply with an empty list."""
+
+_VERIFY_RULES = """Look at the attached image(s) and decide whether the claim below is true \
+of them.
+
+- supported: the image clearly shows that the claim is true.
+- contradicted: the image clearly shows that the claim is false.
+- not_determinable: the image does not show enough to tell (when in doubt, choose this)."""
+
+_COMPLETENESS_RULES = """Decide which of the expected visual elements listed below the answer \
+mentions. An element counts as mentioned when the answer refers to it, in any wording \
+(synonyms, paraphrases, a more specific name); it does not count when the answer only hints \
+at it or denies it. Match each element at most once."""
+
+_EQUIVALENCE_RULES = """Decide whether the two answers below give the same answer to the \
+question. Differences of wording, format, number spelling ("2" vs "two"), capitalisation \
+or extra explanation do not matter; a different meaning does ("yes" vs "no", "a tower" vs \
+"a bridge")."""
+
+_REPLY = "Reply with exactly one JSON object and no other text:\n{shape}"
+
+
+def _block(tag: str, text: str) -> str:
+    return f"<{tag}>\n{text}\n</{tag}>"
+
+
+def _prompt(marker: str, rules: str, blocks: Sequence[tuple[str, str]], shape: str) -> str:
+    parts = [f"{marker}\n{rules}", *(_block(tag, text) for tag, text in blocks),
+             _REPLY.format(shape=shape)]
+    return "\n\n".join(parts)
+
+
+def claims_messages(question: str, answer: str) -> tuple[Message, ...]:
+    """The claim-extraction request: the question and the answer, verbatim (text only).
+
+    >>> print(claims_messages("How many?", "Two.")[0].content.split("\\n\\n")[-2])
+    <answer>
+    Two.
+    </answer>
+    """
+    text = _prompt(CLAIMS_MARKER, _CLAIMS_RULES, [("question", question), ("answer", answer)],
+                   CLAIMS_SHAPE)
+    return (Message("user", text),)
+
+
+def verify_messages(claim: str, media: Sequence[MediaRef]) -> tuple[Message, ...]:
+    """The verification request: one claim, verbatim, then the media it is checked against."""
+    text = _prompt(VERIFY_MARKER, _VERIFY_RULES, [("claim", claim)], VERIFY_SHAPE)
+    parts: tuple[ContentPart, ...] = (TextPart(text), *(MediaPart(m) for m in media))
+    return (Message("user", parts),)
+
+
+def completeness_messages(answer: str, elements: Sequence[str]) -> tuple[Message, ...]:
+    """The completeness request: the answer and every expected element, verbatim."""
+    blocks = [("answer", answer), *(("element", e) for e in elements)]
+    return (Message("user", _prompt(COMPLETENESS_MARKER, _COMPLETENESS_RULES, blocks,
+                                    COMPLETENESS_SHAPE)),)
+
+
+def equivalence_messages(question: str, first: str, second: str) -> tuple[Message, ...]:
+    """The equivalence request: the question and two answers, verbatim."""
+    blocks = [("question", question), ("answer_1", first), ("answer_2", second)]
+    return (Message("user", _prompt(EQUIVALENCE_MARKER, _EQUIVALENCE_RULES, blocks,
+                                    EQUIVALENCE_SHAPE)),)
+
+
+def quoted(prompt: str, tag: str) -> list[str]:
+    """Every verbatim block ``tag`` of a prompt built here, in order (used by the simulator).
+
+    >>> quoted(completeness_messages("a dog", ["dog", "sky"])[0].content, "element")
+    ['dog', 'sky']
+    """
+    return re.findall(rf"<{tag}>\n(.*?)\n</{tag}>", prompt, flags=re.DOTALL)
+
+
+# ---------------------------------------------------------------- replies
+
+
+def _strings(obj: dict[str, object], key: str) -> list[str]:
+    value = obj.get(key)
+    if value is None:
+        raise ReplyError(f'the JSON object has no "{key}" key')
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ReplyError(f'"{key}" must be a list of strings')
+    return [v.strip() for v in value if v.strip()]
+
+
+def parse_claims(text: str) -> tuple[str, ...]:
+    """The claims of an extraction reply (blank ones dropped, repeats removed, order kept).
+
+    >>> parse_claims('{"claims": ["The dog is brown.", " ", "The dog is brown."]}')
+    ('The dog is brown.',)
+    >>> parse_claims('{"claims": []}')
+    ()
+    """
+    return tuple(dict.fromkeys(_strings(extract_object(text), "claims")))
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """A verification reply: ``verdict`` is one of :data:`VERDICTS`."""
+
+    verdict: str
+    reason: str
+
+
+def parse_check(text: str) -> Check:
+    """The verdict of a verification reply; case, spaces and hyphens are forgiven.
+
+    >>> parse_check('{"verdict": "Not determinable", "reason": "too dark"}')
+    Check(verdict='not_determinable', reason='too dark')
+    """
+    obj = extract_object(text)
+    raw = obj.get("verdict")
+    if raw is None:
+        raise ReplyError('the JSON object has no "verdict" key')
+    label = re.sub(r"[\s\-]+", "_", raw.strip().lower()) if isinstance(raw, str) else None
+    if label not in VERDICTS:
+        raise ReplyError(f'"verdict" must be one of {", ".join(VERDICTS)}; got {raw!r}')
+    reason = obj.get("reason", "")
+    return Check(label, reason if isinstance(reason, str) else str(reason))
+
+
+def parse_covered(text: str) -> list[str]:
+    """The covered elements of a completeness reply, as the judge wrote them.
+
+    >>> parse_covered('{"covered": ["dog"]}')
+    ['dog']
+    """
+    return _strings(extract_object(text), "covered")
+
+
+@dataclass(frozen=True, slots=True)
+class Equivalence:
+    equivalent: bool
+    reason: str
+
+
+def parse_equivalence(text: str) -> Equivalence:
+    """An equivalence reply; ``equivalent`` must be a JSON boolean.
+
+    >>> parse_equivalence('{"equivalent": true, "reason": "both say two"}')
+    Equivalence(equivalent=True, reason='both say two')
+    """
+    obj = extract_object(text)
+    value = obj.get("equivalent")
+    if not isinstance(value, bool):
+        raise ReplyError(f'"equivalent" must be true or false, got {value!r}')
+    reason = obj.get("reason", "")
+    return Equivalence(value, reason if isinstance(reason, str) else str(reason))
