@@ -1,0 +1,137 @@
+"""Media for the HTML report: small JPEG thumbnails and short audio clips as data URIs.
+
+Saved samples name their media as the dataset wrote them (a path relative to the dataset
+file, a redacted URL, or ``image:sha256:...`` for inline bytes). A path is resolved against
+the directory of the sample's ``origin`` file, then the current directory (as in
+``media.resolve_path``); anything that cannot be read is shown by its name, never fatal.
+
+Size is bounded three ways: images become thumbnails of at most ``THUMB_PX`` pixels a side;
+identical files (by content hash) are embedded once; and once ``budget`` bytes of data URIs
+are embedded, further media are shown by name only. Remote URLs are never fetched.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from groundscope.errors import MediaError
+from groundscope.types import MediaRef, Modality
+
+THUMB_PX = 128
+AUDIO_MAX_BYTES = 256 * 1024
+SOURCE_MAX_BYTES = 64 * 1024 * 1024
+DEFAULT_BUDGET = 16 * 1024 * 1024
+_NOT_A_PATH = re.compile(r"^(?:https?://|data:|(?:image|audio|video):sha256:)", re.IGNORECASE)
+
+
+@dataclass
+class MediaTable:
+    """The media of every sample, each distinct one once; data URIs shared by content hash.
+
+    ``ref(kind, name, base_dir)`` returns an index into ``entries``; an entry is
+    ``{"kind", "name", "blob"?: index into blobs, "note"?: why there is no preview}``.
+    """
+
+    budget: int = DEFAULT_BUDGET
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    blobs: list[str] = field(default_factory=list)
+    used: int = 0
+    _index: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    _by_file: dict[Path, tuple[int | None, str | None]] = field(default_factory=dict)
+    _by_hash: dict[str, int] = field(default_factory=dict)
+
+    def ref(self, kind: str, name: str, base_dir: Path | None) -> int:
+        key = (kind, name, str(base_dir) if base_dir else "")
+        found = self._index.get(key)
+        if found is not None:
+            return found
+        entry: dict[str, Any] = {"kind": kind, "name": name}
+        blob, note = self._preview(kind, name, base_dir)
+        if blob is not None:
+            entry["blob"] = blob
+        if note:
+            entry["note"] = note
+        self._index[key] = len(self.entries)
+        self.entries.append(entry)
+        return self._index[key]
+
+    def _preview(self, kind: str, name: str, base_dir: Path | None) -> tuple[int | None, str | None]:
+        if _NOT_A_PATH.match(name):
+            return None, "not embedded (inline data or remote URL)" if kind != "video" else None
+        try:
+            from groundscope.media import resolve_path
+
+            path = resolve_path(MediaRef(Modality(kind), name, base_dir=base_dir))
+        except (MediaError, ValueError, OSError):
+            return None, "file not found"
+        cached = self._by_file.get(path)
+        if cached is None:
+            cached = self._by_file[path] = self._embed(kind, path)
+        return cached
+
+    def _embed(self, kind: str, path: Path) -> tuple[int | None, str | None]:
+        try:
+            size = path.stat().st_size
+            if kind == "video":
+                return None, f"{_size(size)}, not embedded"
+            if kind == "audio" and size > AUDIO_MAX_BYTES:
+                return None, f"{_size(size)}, too big to embed"
+            if size > SOURCE_MAX_BYTES:
+                return None, f"{_size(size)}, too big to preview"
+            if self.used >= self.budget:  # not even read: a page must stay openable
+                return None, "not embedded: the report's preview budget is used up"
+            data = path.read_bytes()
+        except FileNotFoundError:  # gone since it was resolved
+            return None, "file not found"
+        except OSError as exc:
+            return None, f"unreadable: {exc.strerror or exc}"
+        digest = hashlib.sha256(data).hexdigest()
+        if digest in self._by_hash:
+            return self._by_hash[digest], None
+        uri = _audio_uri(data) if kind == "audio" else _thumbnail_uri(data)
+        if uri is None:
+            return None, f"not a readable {kind}"
+        self.used += len(uri)
+        self._by_hash[digest] = len(self.blobs)
+        self.blobs.append(uri)
+        return self._by_hash[digest], None
+
+
+def _size(n: int) -> str:
+    return f"{n / 1024 / 1024:.1f} MB" if n >= 1024 * 1024 else f"{n / 1024:.0f} KB"
+
+
+def _thumbnail_uri(data: bytes) -> str | None:
+    """A JPEG thumbnail (at most ``THUMB_PX`` a side) as a data URI; None if unreadable."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            img.draft("RGB", (THUMB_PX, THUMB_PX))  # JPEG: decode at a reduced scale, >= THUMB_PX
+            img.thumbnail((THUMB_PX, THUMB_PX))
+            if img.mode in ("RGBA", "LA", "P"):
+                rgba = img.convert("RGBA")
+                flat = Image.new("RGB", rgba.size, (255, 255, 255))
+                flat.paste(rgba, mask=rgba.getchannel("A"))
+            else:
+                flat = img.convert("RGB")
+            buf = io.BytesIO()
+            flat.save(buf, "JPEG", quality=60, optimize=True)
+    except Exception:  # Pillow raises many types for broken or unsupported files
+        return None
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _audio_uri(data: bytes) -> str | None:
+    from groundscope.media import sniff_mime
+
+    mime = sniff_mime(data)
+    if mime is None or not mime.startswith("audio/"):
+        return None
+    return f"data:{mime};base64," + base64.b64encode(data).decode("ascii")

@@ -1,0 +1,150 @@
+"""Read a finished run directory for the HTML report and for run comparison (read-only).
+
+Everything here works from the files alone (``config.json``, ``reports/``, ``predictions/``,
+``reviews/``, ``skipped.jsonl``): no dataset is re-read, no scorer runs, nothing is written.
+
+A sample's *outcome* under its dataset's primary metric is one of:
+
+- ``errored``: the request failed, so nothing was scored;
+- ``excluded``: answered, but the primary metric has no usable score (no reference, judge
+  failure, scorer error) and so does not enter the average;
+- ``pass`` / ``fail``: the primary metric's value is at least / below ``PASS_THRESHOLD``
+  (0.5: exactly right/wrong for 0/1 metrics such as accuracy; "more than half" for
+  continuous ones such as ROUGE-L recall).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from groundscope.errors import StoreError
+from groundscope.report.model import DatasetReport
+from groundscope.store import read_jsonl, safe_name
+
+PASS_THRESHOLD = 0.5
+OUTCOMES = ("pass", "fail", "errored", "excluded")
+
+
+@dataclass
+class SampleRow:
+    """One answered (sample, repeat): its predictions line and its reviews lines."""
+
+    dataset: str
+    subset: str
+    prediction: dict[str, Any]
+    reviews: list[dict[str, Any]]
+
+    @property
+    def sample_id(self) -> str:
+        return str(self.prediction["sample_id"])
+
+    @property
+    def repeat(self) -> int:
+        return int(self.prediction.get("repeat", 0))
+
+    def ok(self) -> bool:
+        return self.prediction.get("status") == "ok"
+
+    def values(self) -> dict[str, float]:
+        """Every metric value of the scores that may enter an average."""
+        out: dict[str, float] = {}
+        for review in self.reviews:
+            if review.get("status") == "ok":
+                out.update({k: float(v) for k, v in (review.get("values") or {}).items()})
+        return out
+
+    def outcome(self, metric: str | None) -> tuple[str, float | None]:
+        """``(outcome, value)`` under ``metric`` (see the module docstring)."""
+        if not self.ok():
+            return "errored", None
+        value = self.values().get(metric) if metric else None
+        if value is None:
+            return "excluded", None
+        return ("pass" if value >= PASS_THRESHOLD else "fail"), value
+
+
+@dataclass
+class RunData:
+    """A run directory's config, dataset reports and skipped records."""
+
+    run_dir: Path
+    config: dict[str, Any]
+    model: str
+    model_dir: str
+    reports: list[DatasetReport] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+
+    def report(self, dataset: str) -> DatasetReport | None:
+        return next((r for r in self.reports if r.dataset == dataset), None)
+
+    def primary_metric(self, dataset: str) -> str | None:
+        """The dataset's primary metric, or its first metric when the primary was not run."""
+        rep = self.report(dataset)
+        if rep is None:
+            return None
+        metrics = [r.metric for r in rep.metrics]
+        if rep.primary_metric in metrics or not metrics:
+            return rep.primary_metric
+        return metrics[0]
+
+    def datasets(self) -> list[str]:
+        names = [r.dataset for r in self.reports]
+        for dataset, _ in self.prediction_files():
+            if dataset not in names:
+                names.append(dataset)
+        return names
+
+    def prediction_files(self) -> list[tuple[str, Path]]:
+        """``(dataset, path)`` of each predictions file, in the reports' subset order."""
+        folder = self.run_dir / "predictions" / self.model_dir
+        found: list[tuple[str, str, Path]] = []
+        for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+            first = next(read_jsonl(path), None)
+            if first is not None:
+                found.append((first["dataset"], first["subset"], path))
+        order = {(r.dataset, s): (i, j) for i, r in enumerate(self.reports)
+                 for j, s in enumerate(r.subsets)}
+        found.sort(key=lambda f: order.get((f[0], f[1]), (len(order), 0)))
+        return [(d, p) for d, _, p in found]
+
+    def samples(self) -> Iterator[SampleRow]:
+        """Every saved (sample, repeat) with its reviews, file by file."""
+        for _, path in self.prediction_files():
+            review_path = self.run_dir / "reviews" / self.model_dir / path.name
+            reviews: dict[tuple[str, int], list[dict[str, Any]]] = {}
+            if review_path.exists():
+                for row in read_jsonl(review_path):
+                    key = (str(row["sample_id"]), int(row.get("repeat", 0)))
+                    reviews.setdefault(key, []).append(row)
+            latest = {(str(r["sample_id"]), int(r.get("repeat", 0))): r for r in read_jsonl(path)}
+            for key, row in latest.items():
+                yield SampleRow(row["dataset"], row["subset"], row, reviews.get(key, []))
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    """Read a run directory's config, reports and skipped records (samples are streamed)."""
+    root = Path(run_dir)
+    config_path = root / "config.json"
+    if not config_path.is_file():
+        raise StoreError(f"{root}: not a groundscope run directory (no config.json)")
+    config = orjson.loads(config_path.read_bytes())
+    model = str(config.get("model_id") or config.get("model") or "model")
+    model_dir = safe_name(model)
+    if not (root / "predictions" / model_dir).is_dir():
+        others = sorted(p.name for p in (root / "predictions").glob("*") if p.is_dir())
+        model_dir = others[0] if others else model_dir
+    run = RunData(root, config, model, model_dir)
+    report_dir = root / "reports" / model_dir
+    order = {name: i for i, name in enumerate(config.get("datasets") or [])}
+    paths = sorted(report_dir.glob("*.json")) if report_dir.is_dir() else []
+    reports = [DatasetReport.model_validate_json(p.read_bytes()) for p in paths]
+    run.reports = sorted(reports, key=lambda r: (order.get(r.dataset, len(order)), r.dataset))
+    skipped = root / "skipped.jsonl"
+    if skipped.exists():
+        run.skipped = list(read_jsonl(skipped))
+    return run

@@ -1,0 +1,126 @@
+"""The per-sample data of the HTML report: one compact JSON record per (sample, repeat).
+
+The page embeds every record in one JSON blob and renders it page by page in the browser,
+so the Python side only shapes data: messages with media replaced by indexes into a
+``MediaTable``, the prediction, the references, each scorer's status / values / extracted
+answer / detail, and the outcome under the primary metric (see ``rundata``). Long texts are
+cut at ``TEXT_MAX`` characters so one runaway answer cannot bloat the page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from groundscope.report.embed import MediaTable
+from groundscope.report.rundata import OUTCOMES, RunData, SampleRow
+from groundscope.report.table import metric_label
+
+TEXT_MAX = 20_000
+
+
+def _cut(text: Any) -> Any:
+    if isinstance(text, str) and len(text) > TEXT_MAX:
+        return text[:TEXT_MAX] + f" … [{len(text) - TEXT_MAX} more characters not shown]"
+    return text
+
+
+def _compact(value: Any) -> Any:
+    """Detail values with long strings cut and floats rounded (JSON-able as they come)."""
+    if isinstance(value, str):
+        return _cut(value)
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, Mapping):
+        return {str(k): _compact(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_compact(v) for v in value]
+    return value
+
+
+def _origin_dir(origin: str) -> Path | None:
+    path, _, _line = origin.rpartition(":")
+    return Path(path).parent if path else None
+
+
+def _messages(messages: list[dict[str, Any]], media: MediaTable, base: Path | None) -> list[Any]:
+    out = []
+    for msg in messages:
+        content = msg.get("content")
+        if isinstance(content, str):
+            parts: list[dict[str, Any]] = [{"t": "text", "x": _cut(content)}]
+        else:
+            parts = []
+            for part in content or []:
+                if part.get("type") == "text":
+                    parts.append({"t": "text", "x": _cut(part.get("text", ""))})
+                else:
+                    kind = str(part.get("type"))
+                    parts.append({"t": kind, "m": media.ref(kind, str(part.get("media")), base)})
+        out.append({"role": msg.get("role", "user"), "parts": parts})
+    return out
+
+
+def _scores(reviews: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for r in reviews:
+        score = {"scorer": r.get("scorer"), "status": r.get("status"),
+                 "values": {k: round(float(v), 4) for k, v in (r.get("values") or {}).items()}}
+        if r.get("extracted") is not None:
+            score["extracted"] = r["extracted"]
+        if r.get("detail"):
+            score["detail"] = _compact(r["detail"])
+        out.append(score)
+    return out
+
+
+def sample_record(row: SampleRow, primary: str | None, media: MediaTable,
+                  where: tuple[int, int]) -> dict[str, Any]:
+    """The JSON record of one (sample, repeat); ``where`` = (dataset index, subset index)."""
+    pred = row.prediction
+    sample = pred.get("sample") or {}
+    origin = str(sample.get("origin", ""))
+    outcome, value = row.outcome(primary)
+    rec: dict[str, Any] = {
+        "id": row.sample_id, "repeat": row.repeat, "ds": where[0], "sub": where[1],
+        "origin": origin, "outcome": outcome, "pv": None if value is None else round(value, 4),
+        "status": pred.get("status"), "latency": pred.get("latency_s"),
+        "attempts": pred.get("attempts"), "question": _cut(sample.get("question", "")),
+        "messages": _messages(sample.get("messages") or [], media, _origin_dir(origin)),
+        "prediction": _cut(pred.get("prediction")), "refs": [_cut(t) for t in sample.get("target") or []],
+        "scores": _scores(row.reviews),
+    }
+    optional = {"reasoning": _cut(pred.get("reasoning")), "error": _cut(pred.get("error")),
+                "error_kind": pred.get("error_kind"), "choices": sample.get("choices") or None,
+                "metadata": _compact(sample.get("metadata")) or None}
+    rec.update({k: v for k, v in optional.items() if v})
+    return rec
+
+
+def collect(run: RunData, media: MediaTable) -> dict[str, Any]:
+    """Every sample record plus the index tables the page needs to label them."""
+    datasets: list[dict[str, Any]] = []
+    index: dict[str, int] = {}
+    records: list[dict[str, Any]] = []
+    latencies: dict[str, list[float]] = {}
+    values: dict[str, dict[str, list[float]]] = {}
+    for row in run.samples():
+        if row.dataset not in index:
+            index[row.dataset] = len(datasets)
+            rep = run.report(row.dataset)
+            primary = run.primary_metric(row.dataset)
+            datasets.append({"name": row.dataset, "pretty": rep.pretty_name if rep else row.dataset,
+                             "primary": primary, "primary_label": metric_label(primary or ""),
+                             "subsets": []})
+        ds = datasets[index[row.dataset]]
+        if row.subset not in ds["subsets"]:
+            ds["subsets"].append(row.subset)
+        where = (index[row.dataset], ds["subsets"].index(row.subset))
+        records.append(sample_record(row, ds["primary"], media, where))
+        latencies.setdefault(row.dataset, []).append(float(row.prediction.get("latency_s") or 0.0))
+        for key, v in row.values().items():
+            values.setdefault(row.dataset, {}).setdefault(key, []).append(v)
+    counts = {o: sum(1 for r in records if r["outcome"] == o) for o in OUTCOMES}
+    return {"datasets": datasets, "samples": records, "counts": counts,
+            "latencies": latencies, "values": values}
