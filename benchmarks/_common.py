@@ -25,7 +25,6 @@ def make_vqa_dataset(n: int, *, image_kb: int = 100, distinct: int | None = None
     ``distinct`` images are written (default: one per record) and shared round-robin.
     The dataset is cached under GROUNDSCOPE_BENCH_DIR between runs.
     """
-    from PIL import Image
 
     distinct = distinct or n
     root = CACHE / f"vqa_{n}_{image_kb}kb_{distinct}_photo"
