@@ -113,19 +113,29 @@ def simulator_process(dataset_dir: Path, *, latency_ms: float = 0.0,
 CHILD = r"""
 import json, resource, sys, time
 from groundscope import run_task
+from groundscope import runner as R
+marks = {}
+_evaluate = R.Runner._evaluate
+async def timed(self, client):  # the pipeline phase alone: load, request, score, store
+    marks["start"] = time.perf_counter()
+    await _evaluate(self, client)
+    marks["end"] = time.perf_counter()
+R.Runner._evaluate = timed
 cfg = json.loads(sys.argv[1])
 t0, c0 = time.perf_counter(), time.process_time()
 report = run_task(cfg)
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
 s = report.datasets[0].summary
-print(json.dumps({"wall": wall, "cpu": cpu, "succeeded": s.succeeded, "errored": s.errored,
+print(json.dumps({"wall": wall, "cpu": cpu, "pipeline": marks["end"] - marks["start"],
+                  "succeeded": s.succeeded, "errored": s.errored,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
 
 def run_eval_child(api_url: str, dataset_dir: Path, concurrency: int, work_dir: Path,
                    subset: str = "bench") -> dict:
-    """One ``run_task`` in a fresh process; returns wall s, CPU s, peak RSS MB, counts."""
+    """One ``run_task`` in a fresh process: wall s (everything, imports and report included),
+    pipeline s (the streaming phase alone), CPU s, peak RSS MB, counts."""
     cfg = {"model": "sim", "api_url": api_url, "datasets": ["general_vqa"],
            "dataset_args": {"general_vqa": {"local_path": str(dataset_dir), "subset_list": [subset]}},
            "eval_batch_size": concurrency, "work_dir": str(work_dir), "ignore_errors": True}

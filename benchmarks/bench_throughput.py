@@ -23,22 +23,27 @@ from _common import make_vqa_dataset, run_eval_child, simulator_process
 def part1(n: int) -> None:
     data = make_vqa_dataset(n)
     print(f"\n(1) N={n} VQA records, one ~100 KB JPEG each, simulator latency 0 ms")
-    print(f"{'concurrency':>11} {'samples/s':>10} {'client CPU ms/sample':>21} {'peak RSS MB':>12}")
+    print("  samples/s end to end = N / wall time of run_task (imports, load, requests, scoring,")
+    print("  store, reports, report.html); pipeline = N / the streaming phase alone")
+    print(f"{'concurrency':>11} {'end-to-end/s':>13} {'pipeline/s':>11} {'client CPU ms/sample':>21}"
+          f" {'peak RSS MB':>12}")
     with simulator_process(data) as url, tempfile.TemporaryDirectory() as tmp:
         for conc in (1, 8, 32, 128):
             r = run_eval_child(url, data, conc, Path(tmp) / f"c{conc}")
             assert r["succeeded"] == n, r
-            print(f"{conc:>11} {n / r['wall']:>10.0f} {1000 * r['cpu'] / n:>21.2f} {r['rss_mb']:>12.0f}")
+            print(f"{conc:>11} {n / r['wall']:>13.0f} {n / r['pipeline']:>11.0f} "
+                  f"{1000 * r['cpu'] / n:>21.2f} {r['rss_mb']:>12.0f}")
 
 
 def part2(n: int, latency_ms: float = 200.0, conc: int = 128) -> None:
-    data = make_vqa_dataset(n)
+    data = make_vqa_dataset(n, distinct=min(n, 2000))
     ideal = conc / (latency_ms / 1000.0)
     print(f"\n(2) N={n}, simulator latency {latency_ms:.0f} ms, concurrency {conc}")
     with simulator_process(data, latency_ms=latency_ms) as url, tempfile.TemporaryDirectory() as tmp:
         r = run_eval_child(url, data, conc, Path(tmp) / "lat")
-    rate = n / r["wall"]
-    print(f"  {rate:.0f} samples/s of an ideal {ideal:.0f} = {rate / ideal:.1%} of ideal")
+    for label, secs in (("pipeline", r["pipeline"]), ("end to end", r["wall"])):
+        rate = n / secs
+        print(f"  {label:>10}: {rate:.0f} samples/s of an ideal {ideal:.0f} = {rate / ideal:.1%}")
 
 
 def part3(sizes: tuple[int, ...] = (2000, 20000), conc: int = 32) -> None:
@@ -62,6 +67,7 @@ def main() -> None:
         part1(args.n)
     if args.part in (None, 2):
         part2(args.n)
+        part2(5 * args.n)  # ramp-up and the last, partly filled wave weigh less
     if args.part in (None, 3):
         part3()
 

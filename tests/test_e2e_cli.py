@@ -195,3 +195,18 @@ def test_config_error_is_one_line(tmp_path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("groundscope: error: dataset_args.general_vqa: unknown key "
                                    "'subset' (did you mean 'subset_list'?)")
+
+
+def test_end_of_run_page_is_bounded(finished_run, tmp_path) -> None:
+    import shutil
+
+    from groundscope.report.html import write_html
+
+    _, run_dir, _, _ = finished_run
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    text = write_html(copy, max_samples=3).read_text()
+    total = len(example_samples())
+    assert f"shows the first 3 of {total} samples" in text
+    full = write_html(copy).read_text()
+    assert "shows the first" not in full

@@ -16,17 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from groundscope import logs
-from groundscope.config import DatasetArgs, TaskConfig
+from groundscope.config import TaskConfig
 from groundscope.errors import (
     ConfigError,
     ErrorBudgetExceeded,
@@ -35,99 +34,19 @@ from groundscope.errors import (
     ModelError,
     RecordError,
 )
-from groundscope.metrics import MetricAccumulator, category_of
+from groundscope.metrics import category_of
+from groundscope.plan import DatasetRun, Item, iter_samples, plan_dataset
+from groundscope.progress import Progress
 from groundscope.report.grounding import add_grounding_stats
 from groundscope.report.judge import add_judge_stats
-from groundscope.report.model import DatasetReport, MetricRow, Report, Summary
+from groundscope.report.model import DatasetReport, MetricRow, Report
 from groundscope.resume import scoring_view, warn_config_changes
-from groundscope.scoring import Scorer, ScoringContext, build_scorers, metric_names, primary_metric
-from groundscope.scoring.groups import GROUP_REQUEST_HASH, GroupStage
+from groundscope.scoring import ScoringContext
+from groundscope.scoring.groups import GROUP_REQUEST_HASH
 from groundscope.store import RunStore, prediction_from_json, sample_to_json
 from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
 
 log = logging.getLogger("groundscope")
-
-
-@dataclass
-class _DatasetRun:
-    """Per-dataset state of one run."""
-
-    name: str
-    pretty_name: str
-    primary_metric: str
-    args: DatasetArgs
-    scorers: list[Scorer]
-    subsets: list[str]
-    summary: Summary = field(default_factory=Summary)
-    acc: MetricAccumulator = field(default_factory=MetricAccumulator)
-    groups: GroupStage = field(default_factory=lambda: GroupStage(()))
-    cache: dict[str, dict[tuple[str, int], dict[str, Any]]] = field(default_factory=dict)
-    review_cache: dict[str, dict[tuple[str, int, str], dict[str, Any]]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class _Item:
-    run: _DatasetRun
-    subset: str
-    sample: Sample
-    repeat: int
-
-
-def plan_dataset(cfg: TaskConfig, name: str, ctx: ScoringContext | None = None) -> _DatasetRun:
-    """Resolve a dataset's format, path, subsets and scorers (no record is read)."""
-    from groundscope.dataset import FORMATS
-    from groundscope.dataset.discover import find_subset_file, list_subsets
-
-    fmt = FORMATS[name]
-    args = cfg.dataset_args.get(name, DatasetArgs())
-    if not args.local_path:
-        raise ConfigError(
-            f"dataset_args.{name}.local_path: required (a directory or a file); "
-            "groundscope never downloads datasets"
-        )
-    subsets = args.subset_list or list_subsets(Path(args.local_path), fmt.split)
-    for subset in subsets:  # a missing file is an error now, not after half the run
-        find_subset_file(Path(args.local_path), subset, fmt.split)
-    names = metric_names(fmt.default_metrics, args.metric_list, cfg.judge)
-    scorers = build_scorers(names, ctx)
-    return _DatasetRun(name=name, pretty_name=fmt.pretty_name,
-                       primary_metric=primary_metric(fmt.primary_metric, scorers),
-                       args=args, scorers=scorers, subsets=subsets,
-                       acc=MetricAccumulator(subsets), groups=GroupStage(scorers))
-
-
-def iter_samples(
-    cfg: TaskConfig, run: _DatasetRun, *, strict: bool
-) -> Iterator[tuple[str, Sample | RecordError]]:
-    """The dataset's samples (or bad records), subset by subset, limit and shuffle applied."""
-    from groundscope.dataset import load_samples
-
-    args = run.args
-    ctx = {"system_prompt": args.system_prompt, "prompt_template": args.prompt_template,
-           "shuffle_choices": args.shuffle_choices, "seed": cfg.seed,
-           "human_label_field": cfg.judge.human_label_field if cfg.judge else "human_label"}
-    for subset in run.subsets:
-        stream = load_samples(run.name, Path(args.local_path or ""), [subset],
-                              limit=None if args.shuffle else cfg.limit, ctx_kwargs=ctx,
-                              strict=strict)
-        if not args.shuffle:
-            yield from stream
-            continue
-        items = list(stream)
-        random.Random(cfg.seed).shuffle(items)
-        good = [it for it in items if not isinstance(it[1], RecordError)]
-        bad = [it for it in items if isinstance(it[1], RecordError)]
-        n = _resolve_limit(cfg.limit, len(good))
-        yield from bad
-        yield from good[:n]
-
-
-def _resolve_limit(limit: int | float | None, size: int) -> int:
-    if limit is None:
-        return size
-    if isinstance(limit, float):
-        return int(size * limit)
-    return min(limit, size)
 
 
 class Runner:
@@ -151,7 +70,7 @@ class Runner:
         self._done = 0
         self._errored = 0
         self._stop_reason: str | None = None
-        self._bar: Any = None
+        self._progress = Progress(self.progress)
         self._scrub = logs.Redactor(cfg.secrets()).scrub  # for error texts saved in outputs
 
     @property
@@ -192,6 +111,7 @@ class Runner:
                     concurrency=cfg.eval_batch_size,
                 )
                 stack.push_async_callback(client.aclose)
+                self._warm_up_scorers()
                 await self._evaluate(client)
                 await self._finish_groups()
             for run in self.datasets:
@@ -199,7 +119,7 @@ class Runner:
                     log.warning("%s: %d samples changed since the cached run (request or "
                                 "reference): asked or scored again", run.name, run.summary.changed)
         finally:
-            self._close_progress()
+            self._progress.close()
             self.store.close()
         report = self._build_report()
         if self._stop_reason:
@@ -226,7 +146,7 @@ class Runner:
 
     # ------------------------------------------------------------------ the stream
 
-    def _items(self) -> Iterator[_Item]:
+    def _items(self) -> Iterator[Item]:
         for run in self.datasets:
             seen: dict[str, str] = {}
             for subset, item in iter_samples(self.cfg, run, strict=self.cfg.strict):
@@ -239,12 +159,27 @@ class Runner:
                                             f"(first at {first})")
                     continue
                 for repeat in range(self.cfg.repeats):
-                    yield _Item(run, subset, item, repeat)
+                    yield Item(run, subset, item, repeat)
 
-    def _skip(self, run: _DatasetRun, subset: str, problem: str) -> None:
+    def _skip(self, run: DatasetRun, subset: str, problem: str) -> None:
         run.summary.skipped += 1
         self.store.append_skipped(run.name, subset, problem)
         log.warning("skipped bad record: %s", problem)
+
+    def _warm_up_scorers(self) -> None:
+        """Run scorers' one-off set-up (tokenizers) in a thread while the first requests are
+        in flight, so it does not stall the event loop at the first score."""
+        warms = {id(w): w for run in self.datasets for s in run.scorers
+                 if (w := getattr(s, "warm", None)) is not None}
+        if warms:
+            def warm_all() -> None:
+                for fn in warms.values():
+                    try:
+                        fn()
+                    except Exception as exc:
+                        log.debug("scorer warm-up failed: %s", exc)
+
+            threading.Thread(target=warm_all, name="groundscope-warm-up", daemon=True).start()
 
     async def _evaluate(self, client: Any) -> None:
         """Feed items to tasks. Two stages with their own bounds: model requests
@@ -255,7 +190,7 @@ class Runner:
         live = asyncio.Semaphore(n_model + n_score)
         self._model_slots = asyncio.Semaphore(n_model)
         self._score_slots = asyncio.Semaphore(n_score)
-        self._open_progress()
+        self._progress.open()
         try:
             async with asyncio.TaskGroup() as tg:
                 for item in self._items():
@@ -275,21 +210,21 @@ class Runner:
                 first = first.exceptions[0]
             raise first from None
 
-    async def _guarded(self, client: Any, item: _Item, live: asyncio.Semaphore) -> None:
+    async def _guarded(self, client: Any, item: Item, live: asyncio.Semaphore) -> None:
         try:
             await self._process(client, item)
         finally:
             live.release()
 
-    async def _process(self, client: Any, item: _Item) -> None:
+    async def _process(self, client: Any, item: Item) -> None:
         async with self._model_slots:
             pred, req_hash, cached = await self._obtain_prediction(client, item)
         self._count(item.run, pred, from_cache=cached)
         async with self._score_slots:
             await self._score(item, pred, req_hash, reuse=cached)
-        self._advance()
+        self._progress.advance(self._errored)
 
-    async def _obtain_prediction(self, client: Any, item: _Item) -> tuple[Prediction, str, bool]:
+    async def _obtain_prediction(self, client: Any, item: Item) -> tuple[Prediction, str, bool]:
         """The prediction (from the resume cache or the model), stored before returning."""
         from groundscope.client.openai import request_hash
 
@@ -308,7 +243,7 @@ class Runner:
         self.store.append_prediction(run.name, item.subset, sample, pred)
         return pred, req_hash, False
 
-    def _cached_prediction(self, item: _Item, req_hash: str) -> Prediction | None:
+    def _cached_prediction(self, item: Item, req_hash: str) -> Prediction | None:
         run = item.run
         if not self.cfg.use_cache:
             return None
@@ -359,7 +294,7 @@ class Runner:
         return Prediction(sample.id, req_hash, PredictionStatus.OK, completion=completion,
                           attempts=attempts, latency_s=time.perf_counter() - start, repeat=repeat)
 
-    async def _score(self, item: _Item, pred: Prediction, req_hash: str, *, reuse: bool) -> None:
+    async def _score(self, item: Item, pred: Prediction, req_hash: str, *, reuse: bool) -> None:
         from groundscope.store import score_from_json
 
         run = item.run
@@ -393,7 +328,7 @@ class Runner:
 
     # ------------------------------------------------------------------ accounting
 
-    def _count(self, run: _DatasetRun, pred: Prediction, *, from_cache: bool) -> None:
+    def _count(self, run: DatasetRun, pred: Prediction, *, from_cache: bool) -> None:
         s = run.summary
         s.requested += 1
         self._done += 1
@@ -417,26 +352,6 @@ class Runner:
             self._stop_reason = (f"run stopped early: {why}. Finished work is kept in "
                                  f"{self.run_dir}; resume with --use-cache {self.run_dir}")
 
-    def _open_progress(self) -> None:
-        if self.progress:
-            from tqdm import tqdm
-
-            self._bar = tqdm(desc="Evaluating", unit="sample", dynamic_ncols=True,
-                             mininterval=0.25, file=sys.stderr)
-
-    def _advance(self) -> None:
-        if self._bar is not None:
-            self._bar.update(1)
-        elif self._done % 500 == 0:
-            log.info("%d samples done (%d errored)", self._done, self._errored)
-
-    def _close_progress(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
-
-    # ------------------------------------------------------------------ report
-
     def _build_report(self) -> Report:
         out = []
         for run in self.datasets:
@@ -451,9 +366,12 @@ class Runner:
             self.store.write_report(run.name, rep.model_dump(mode="json"))
             out.append(rep)
         try:  # report.html last: a rendering failure must never cost the run's other outputs
+            from groundscope.report.embed import END_OF_RUN_BUDGET, END_OF_RUN_SAMPLES
             from groundscope.report.html import write_html
 
-            log.info("HTML report: %s", write_html(self.run_dir))
+            page = write_html(self.run_dir, media_budget=END_OF_RUN_BUDGET,
+                              max_samples=END_OF_RUN_SAMPLES)
+            log.info("HTML report: %s", page)
         except Exception as exc:
             log.error("could not write report.html: %s: %s", type(exc).__name__, exc)
         return Report(run_dir=str(self.run_dir), model=self.cfg.model_name, datasets=out)

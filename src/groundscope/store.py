@@ -205,12 +205,16 @@ def score_from_json(row: Mapping[str, Any]) -> Score:
 
 @dataclass
 class _Shard:
-    """One append-only JSONL file and the keys already written to it."""
+    """One append-only JSONL file and the keys already written to it.
+
+    Only the keys' hashes are kept (an int each, not the key): a key written again marks the
+    file for compaction on close; a rare hash collision only costs a needless compaction.
+    """
 
     path: Path
     key_fields: tuple[str, ...]
     handle: IO[bytes] | None = None
-    keys: set[tuple[Any, ...]] = field(default_factory=set)
+    keys: set[int] = field(default_factory=set)
     superseded: bool = False
 
     def append(self, row: Mapping[str, Any]) -> None:
@@ -219,7 +223,7 @@ class _Shard:
             _repair_tail(self.path)
             self.handle = self.path.open("ab")
         if self.key_fields:
-            key = tuple(row[f] for f in self.key_fields)
+            key = hash(tuple(row[f] for f in self.key_fields))
             if key in self.keys:
                 self.superseded = True
             self.keys.add(key)
@@ -258,6 +262,7 @@ class RunStore:
         self.run_dir = run_dir
         self.model_dir = safe_name(model_name)
         self._shards: dict[Path, _Shard] = {}
+        self._paths: dict[tuple[str, str, str], Path] = {}
 
     # -- opening
 
@@ -286,7 +291,11 @@ class RunStore:
     # -- paths
 
     def _subset_file(self, kind: str, dataset: str, subset: str) -> Path:
-        return self.run_dir / kind / self.model_dir / f"{safe_name(dataset)}_{safe_name(subset)}.jsonl"
+        path = self._paths.get((kind, dataset, subset))
+        if path is None:  # built once: this is on the per-sample path
+            name = f"{safe_name(dataset)}_{safe_name(subset)}.jsonl"
+            path = self._paths[(kind, dataset, subset)] = self.run_dir / kind / self.model_dir / name
+        return path
 
     def predictions_file(self, dataset: str, subset: str) -> Path:
         return self._subset_file("predictions", dataset, subset)
@@ -313,7 +322,7 @@ class RunStore:
             shard = self._shards[path] = _Shard(path, key_fields)
             if path.exists():
                 for row in read_jsonl(path):
-                    shard.keys.add(tuple(row[f] for f in key_fields))
+                    shard.keys.add(hash(tuple(row[f] for f in key_fields)))
         return shard
 
     def append_prediction(self, dataset: str, subset: str, sample: Sample, pred: Prediction) -> None:

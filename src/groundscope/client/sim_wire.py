@@ -18,6 +18,7 @@ from urllib.parse import unquote_to_bytes
 
 import orjson
 from aiohttp import web
+from pybase64 import b64decode
 
 if TYPE_CHECKING:
     from groundscope.client.sim_oracle import SimBehaviour
@@ -69,7 +70,7 @@ def _decode_data_url(url: str) -> bytes:
         raise BadRequest("invalid data URL: no comma")
     if header.endswith(";base64"):
         try:
-            return binascii.a2b_base64(payload, strict_mode=True)
+            return b64decode(payload, validate=True)
         except binascii.Error:
             raise BadRequest("invalid base64 in a data URL") from None
     return unquote_to_bytes(payload)
@@ -86,7 +87,7 @@ def _media_of(part: Mapping[str, Any], kind: str) -> tuple[str, dict[str, Any]]:
         data = _decode_data_url(value)
     elif kind == "input_audio":
         try:
-            data = binascii.a2b_base64(value, strict_mode=True)
+            data = b64decode(value, validate=True)
         except binascii.Error:
             raise BadRequest("input_audio.data is not valid base64") from None
     else:

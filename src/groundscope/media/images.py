@@ -12,9 +12,11 @@ from groundscope.errors import MediaError
 from groundscope.media.formats import check_format
 from groundscope.media.sources import (
     DEFAULT_MAX_BYTES,
+    _classify,
     _raw,
     _supported_format,
     describe,
+    fingerprint,
     is_remote,
     load,
 )
@@ -27,6 +29,32 @@ _HEADER_BYTES = 1024 * 1024  # enough of an image file for Pillow to parse its h
 
 
 _MAX_PIXELS: ContextVar[int] = ContextVar("groundscope_max_image_pixels", default=DEFAULT_MAX_PIXELS)
+
+
+_CHECKED: dict[str, None] = {}
+_CHECKED_MAX = 65536
+
+
+def _checked_key(ref: MediaRef) -> str | None:
+    """The identity under which a local image's header check is remembered (None: inline)."""
+    if _classify(ref.source) != "path":
+        return None
+    return f"{fingerprint(ref)}|px={_MAX_PIXELS.get()}"
+
+
+def _remember_checked(ref: MediaRef) -> None:
+    key = _checked_key(ref)
+    if key is not None:
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.clear()
+        _CHECKED[key] = None
+
+
+def header_checked(ref: MediaRef) -> bool:
+    """True when this very file (same path, size and mtime) passed :func:`check` under the
+    pixel cap in force, so sending it need not parse its header again."""
+    key = _checked_key(ref)
+    return key is not None and key in _CHECKED
 
 
 def max_pixels() -> int:
@@ -114,6 +142,7 @@ def check(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES, decode: bool = T
             _verify_image(load(ref, max_bytes=max_bytes)[0], describe(ref))
         else:  # Pillow needs only the head of a file to parse the header
             _open_image(_raw(ref, max_bytes, head=_HEADER_BYTES)[0], ref).close()
+        _remember_checked(ref)
         return
     check_format(ref.kind, ref.format)
     _supported_format(ref, _raw(ref, max_bytes, head=64)[0])

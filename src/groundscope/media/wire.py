@@ -8,14 +8,15 @@ holds it is dropped when its request completes. ``set_cache_limit(0)`` turns the
 
 from __future__ import annotations
 
-import base64
 import threading
 from collections import OrderedDict
 from typing import Any
 
+from pybase64 import b64encode  # SIMD base64: ~40x the stdlib's speed, byte-identical
+
 from groundscope.errors import MediaError
 from groundscope.media.formats import _FORMAT_MIME
-from groundscope.media.images import _open_image, max_pixels
+from groundscope.media.images import _open_image, header_checked, max_pixels
 from groundscope.media.sources import (
     DEFAULT_MAX_BYTES,
     _classify,
@@ -133,11 +134,12 @@ def _encode(ref: MediaRef, max_bytes: int) -> tuple[str, str]:
         data, mime = load(ref, max_bytes=max_bytes)
         if not mime.startswith("image/"):
             raise MediaError(f"{describe(ref)} is not an image (content looks like {mime})")
-        _open_image(data, ref).close()  # header only: the pixel cap, no decoding
-        return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}", mime
+        if not header_checked(ref):  # checked at load already, or: header only, no decoding
+            _open_image(data, ref).close()
+        return f"data:{mime};base64,{b64encode(data).decode('ascii')}", mime
     data, _ = _raw(ref, max_bytes)
     fmt = _supported_format(ref, data)
-    b64 = base64.b64encode(data).decode("ascii")
+    b64 = b64encode(data).decode("ascii")
     if ref.kind is Modality.AUDIO:
         return b64, fmt
     return f"data:{_FORMAT_MIME[fmt]};base64,{b64}", fmt

@@ -27,6 +27,10 @@ THUMB_PX = 128
 AUDIO_MAX_BYTES = 256 * 1024
 SOURCE_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_BUDGET = 16 * 1024 * 1024
+# The page written at the end of a run embeds fewer previews (making a thumbnail costs about
+# as much CPU as sending a sample); ``groundscope report RUN_DIR`` rebuilds it with more.
+END_OF_RUN_BUDGET = 128 * 1024
+END_OF_RUN_SAMPLES = 1000  # and so many samples at most, so its memory does not grow with N
 _NOT_A_PATH = re.compile(r"^(?:https?://|data:|(?:image|audio|video):sha256:)", re.IGNORECASE)
 
 
@@ -85,7 +89,8 @@ class MediaTable:
             if size > SOURCE_MAX_BYTES:
                 return None, f"{_size(size)}, too big to preview"
             if self.used >= self.budget:  # not even read: a page must stay openable
-                return None, "not embedded: the report's preview budget is used up"
+                return None, ("not embedded: the preview budget is used up "
+                              "(`groundscope report RUN_DIR` embeds more)")
             data = path.read_bytes()
         except FileNotFoundError:  # gone since it was resolved
             return None, "file not found"

@@ -33,12 +33,19 @@ log = logging.getLogger("groundscope")
 _SKIPPED_SHOWN = 500
 
 
-def write_html(run_dir: str | Path, *, media_budget: int = DEFAULT_BUDGET) -> Path:
-    """Write ``<run_dir>/report.html`` from the run directory's files and return its path."""
+def write_html(run_dir: str | Path, *, media_budget: int = DEFAULT_BUDGET,
+               max_samples: int | None = None) -> Path:
+    """Write ``<run_dir>/report.html`` from the run directory's files and return its path.
+
+    ``max_samples`` caps the samples in the browser, charts and latency plot (the metrics
+    table always covers the whole run); the page says so when it cuts.
+    """
     started = time.perf_counter()
     run = load_run(run_dir)
     media = MediaTable(budget=media_budget)
-    data = collect(run, media)
+    data = collect(run, media, max_samples)
+    total = sum(r.summary.requested for r in run.reports)
+    data["cut"] = total if max_samples is not None and total > len(data["samples"]) else None
     body = _body(run, data)
     blob = {"datasets": data["datasets"], "samples": data["samples"], "counts": data["counts"],
             "media": media.entries, "blobs": media.blobs, "threshold": PASS_THRESHOLD}
@@ -192,6 +199,7 @@ def _samples_section(data: dict[str, Any]) -> str:
 <p class="gs-note">Outcome under each dataset's primary metric: <i>pass</i> when its value is
 at least {PASS_THRESHOLD:g}, <i>fail</i> below, <i>errored</i> when the request failed,
 <i>excluded</i> when the sample has no usable primary score. Click a row for its details.</p>
+{_cut_note(data)}
 <div class="gs-controls">
 <label>Outcome <select id="gs-outcome"><option value="">all ({len(data["samples"])})</option>
 {options}</select></label>
@@ -204,6 +212,14 @@ at least {PASS_THRESHOLD:g}, <i>fail</i> below, <i>errored</i> when the request 
 <span id="gs-page"></span><button id="gs-next" type="button">Next ›</button></div>
 <noscript><p>The sample browser needs JavaScript.</p></noscript>
 </section>"""
+
+
+def _cut_note(data: dict[str, Any]) -> str:
+    if not data.get("cut"):
+        return ""
+    return (f'<p class="gs-note gs-cut">This page, written at the end of the run, shows the first '
+            f'{len(data["samples"])} of {data["cut"]} samples (the charts too; the metrics table '
+            'covers all). <code>groundscope report RUN_DIR</code> rebuilds it with every sample.</p>')
 
 
 def _config_section(run: RunData) -> str:

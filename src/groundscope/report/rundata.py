@@ -112,18 +112,30 @@ class RunData:
         found.sort(key=lambda f: order.get((f[0], f[1]), (len(order), 0)))
         return [(d, p) for d, _, p in found]
 
-    def samples(self) -> Iterator[SampleRow]:
-        """Every saved (sample, repeat) with its reviews, file by file."""
+    def samples(self, limit: int | None = None) -> Iterator[SampleRow]:
+        """Every saved (sample, repeat) with its reviews, file by file; with ``limit``, only
+        the first ``limit`` of them (nothing past the cut is read into memory)."""
+        left = limit
         for _, path in self.prediction_files():
-            review_path = self.run_dir / "reviews" / self.model_dir / path.name
+            if left is not None and left <= 0:
+                return
+            latest: dict[tuple[str, int], dict[str, Any]] = {}
+            for r in read_jsonl(path):
+                key = (str(r["sample_id"]), int(r.get("repeat", 0)))
+                if left is not None and key not in latest and len(latest) >= left:
+                    break
+                latest[key] = r  # a later line supersedes (an uncompacted, crashed run)
             reviews: dict[tuple[str, int], list[dict[str, Any]]] = {}
+            review_path = self.run_dir / "reviews" / self.model_dir / path.name
             if review_path.exists():
                 for row in read_jsonl(review_path):
                     key = (str(row["sample_id"]), int(row.get("repeat", 0)))
-                    reviews.setdefault(key, []).append(row)
-            latest = {(str(r["sample_id"]), int(r.get("repeat", 0))): r for r in read_jsonl(path)}
+                    if key in latest:
+                        reviews.setdefault(key, []).append(row)
             for key, row in latest.items():
                 yield SampleRow(row["dataset"], row["subset"], row, reviews.get(key, []))
+            if left is not None:
+                left -= len(latest)
 
 
 def load_run(run_dir: str | Path) -> RunData:

@@ -98,14 +98,14 @@ def sample_record(row: SampleRow, primary: str | None, media: MediaTable,
     return rec
 
 
-def collect(run: RunData, media: MediaTable) -> dict[str, Any]:
-    """Every sample record plus the index tables the page needs to label them."""
+def collect(run: RunData, media: MediaTable, limit: int | None = None) -> dict[str, Any]:
+    """Every sample record (the first ``limit``) plus the index tables the page needs."""
     datasets: list[dict[str, Any]] = []
     index: dict[str, int] = {}
     records: list[dict[str, Any]] = []
     latencies: dict[str, list[float]] = {}
     values: dict[str, dict[str, list[float]]] = {}
-    for row in run.samples():
+    for row in run.samples(limit):
         if row.dataset not in index:
             index[row.dataset] = len(datasets)
             rep = run.report(row.dataset)

@@ -42,6 +42,12 @@ RECALL_KEY = "rouge-l-r"  # EvalScope's main score of General-VQA, the one llm_r
 GROUNDING_METRICS = ("grounding", "completeness", "consistency")
 
 
+def _warm_tokenizers() -> None:
+    from groundscope.scoring.tokenize import warm_up
+
+    warm_up()
+
+
 def _bleu(prediction: str, reference: str) -> dict[str, float]:
     from groundscope.scoring.text import bleu
 
@@ -110,9 +116,9 @@ def build_scorers(names: Sequence[str], ctx: ScoringContext | None = None) -> li
     for raw in names:
         name = metric_name(raw) or raw
         if name == "bleu":
-            scorers.append(ReferenceScorer("bleu", BLEU_KEYS, _bleu))
+            scorers.append(ReferenceScorer("bleu", BLEU_KEYS, _bleu, _warm_tokenizers))
         elif name == "rouge":
-            scorers.append(ReferenceScorer("rouge", ROUGE_KEYS, _rouge))
+            scorers.append(ReferenceScorer("rouge", ROUGE_KEYS, _rouge, _warm_tokenizers))
         elif name == "accuracy":
             scorers.append(ChoiceScorer() if panel is None else _judged_accuracy(panel))
         elif name == "exact_match":

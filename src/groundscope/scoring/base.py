@@ -92,6 +92,7 @@ class ReferenceScorer:
     name: str
     keys: tuple[str, ...]
     fn: Callable[[str, str], Mapping[str, float]]
+    warm: Callable[[], None] | None = None  # one-off set-up a runner may do ahead of time
 
     def score_text(self, sample: Sample, prediction: Prediction) -> Score:
         bad = unusable(sample, prediction, self.name)

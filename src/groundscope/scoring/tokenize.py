@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -198,9 +199,24 @@ class _EnglishTokenizer:
         return [word for sentence in sentences for word in self.words(sentence)]
 
 
+_BUILD_LOCK = threading.Lock()
+
+
 @functools.cache
 def _english() -> _EnglishTokenizer:
+    with _BUILD_LOCK:  # built once even when a warm-up thread and a scorer race for it
+        return _english_once()
+
+
+@functools.cache
+def _english_once() -> _EnglishTokenizer:
     return _EnglishTokenizer()
+
+
+def warm_up() -> None:
+    """Build the English tokenizer now (importing nltk takes ~0.4 s of CPU); the runner does
+    this in a background thread while the first requests are in flight."""
+    _english()
 
 
 @functools.cache
