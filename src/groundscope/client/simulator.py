@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import socket
 import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -155,6 +156,7 @@ class SimulatorServer:
     # ------------------------------------------------------------ handlers
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
+        started = time.monotonic()  # the latency counts from here: parsing is part of it
         raw = await request.read()
         try:
             body = orjson.loads(raw)
@@ -176,7 +178,7 @@ class SimulatorServer:
                          self.behaviour)
         info = {"key": key, "attempt": attempt, "model": body["model"],
                 "body": {**body, "messages": stripped}}
-        delay = self.behaviour.latency_s(key, attempt)
+        delay = self.behaviour.latency_s(key, attempt) - (time.monotonic() - started)
         if delay > 0:
             await asyncio.sleep(delay)
         fault = self.behaviour.fault(key, attempt)
