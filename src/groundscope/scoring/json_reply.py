@@ -22,34 +22,13 @@ it into a repair request ("your reply could not be used: ...").
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
-_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+from groundscope.scoring.choice import strip_reasoning  # one <think> rule for all replies
 
 
 class ReplyError(ValueError):
     """A judge reply that breaks the one-JSON-object contract (the message says how)."""
-
-
-def strip_reasoning(text: str) -> str:
-    """Remove ``<think>`` blocks; an unclosed ``<think>`` hides everything after it.
-
-    >>> strip_reasoning("<think>hmm</think>ok"), strip_reasoning("hmm</think>ok")
-    ('ok', 'ok')
-    >>> strip_reasoning("ok<think>still thinking")
-    'ok'
-    """
-    text = _THINK_BLOCK.sub("", text)
-    closes = list(_THINK_CLOSE.finditer(text))
-    if closes:
-        text = text[closes[-1].end():]
-    opened = _THINK_OPEN.search(text)
-    if opened:
-        text = text[: opened.start()]
-    return text
 
 
 def object_spans(text: str) -> list[str]:
