@@ -9,7 +9,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from groundscope.errors import MediaError
-from groundscope.media.formats import check_format
+from groundscope.media.formats import check_format, sniff_mime
 from groundscope.media.sources import (
     DEFAULT_MAX_BYTES,
     _classify,
@@ -69,6 +69,11 @@ def set_max_pixels(limit: int) -> None:
     _MAX_PIXELS.set(limit)
 
 
+# Pillow tries only the plugin the magic bytes name (unknown magic: every plugin, as before).
+_PIL_FORMATS = {"image/jpeg": ("JPEG",), "image/png": ("PNG",), "image/gif": ("GIF",),
+                "image/webp": ("WEBP",), "image/bmp": ("BMP",), "image/tiff": ("TIFF",)}
+
+
 def _open_image(data: bytes, what: MediaRef | str) -> Any:
     """Pillow's lazy ``Image`` of ``data`` (header parsed, nothing decoded), pixel cap applied.
 
@@ -81,7 +86,7 @@ def _open_image(data: bytes, what: MediaRef | str) -> Any:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            img = Image.open(io.BytesIO(data))
+            img = Image.open(io.BytesIO(data), formats=_PIL_FORMATS.get(sniff_mime(data) or ""))
     except Image.DecompressionBombError as exc:  # beyond twice Pillow's own limit
         pixels = re.search(r"\d+", str(exc))
         raise _too_many_pixels(what, pixels.group(0) if pixels else "too many", limit) from None

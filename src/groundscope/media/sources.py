@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import os
 import re
@@ -46,6 +47,17 @@ _SECRET_KEY_RE = re.compile(r"sig|token|key|secret|pass|auth|credential", re.IGN
 def _classify(source: str | bytes) -> SourceKind:
     if isinstance(source, bytes | bytearray):
         return "bytes"
+    if len(source) < 256:  # paths and URLs: asked several times per sample, so remembered
+        return _classify_short(source)
+    return _classify_str(source)
+
+
+@functools.lru_cache(maxsize=16384)
+def _classify_short(source: str) -> SourceKind:
+    return _classify_str(source)
+
+
+def _classify_str(source: str) -> SourceKind:
     if source[:5].lower() == "data:":
         return "data"
     if _URL_RE.match(source):
