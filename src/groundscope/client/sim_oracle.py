@@ -163,10 +163,13 @@ class Oracle:
         right = entry.references[0]
         if correct:
             return right
-        wrong = [r for r in self._pool if r != right]
-        if not wrong:
-            return DISTRACTOR
-        return wrong[int(_unit(behaviour.seed, entry.key, "wrong") * len(wrong))]
+        pool = self._pool  # another sample's reference, picked without scanning the pool
+        start = int(_unit(behaviour.seed, entry.key, "wrong") * len(pool)) if pool else 0
+        for step in range(len(pool)):
+            candidate = pool[(start + step) % len(pool)]
+            if candidate != right:
+                return candidate
+        return DISTRACTOR
 
     @staticmethod
     def _choice_answer(entry: OracleEntry, correct: bool, seed: int) -> str:
