@@ -181,7 +181,9 @@ def test_loads_offline_without_errors(report_page: Page, runs: tuple[Path, Path]
     assert page.rows() == page.count() == len(saved_predictions(runs[0]))
     page.open_row()  # its images render from data URIs
     page.page.wait_for_selector("#gs-list img")
-    assert page.page.evaluate("[...document.images].every(i => i.complete && i.naturalWidth > 0)")
+    loaded = "[...document.images].every(i => i.complete)"  # decoding may lag under load
+    page.page.wait_for_function(loaded, timeout=15_000)
+    assert page.page.evaluate("[...document.images].every(i => i.naturalWidth > 0)")
     assert page.errors == []
     assert page.offline() == []
 
