@@ -331,3 +331,144 @@ def test_docstring_examples_run() -> None:
     for module in (T, text):
         result = doctest.testmod(module)
         assert result.attempted >= 3 and result.failed == 0, module.__name__
+
+
+# ---------------------------------------------------------------- shortcuts vs NLTK
+# The English tokenizer's shortcuts (see groundscope.scoring.tokenize) against NLTK's own
+# objects, on inputs aimed at each: Punkt contexts decided without annotation, the final
+# mark split, the gated / str.replace word steps, the whitespace-run skip, and the
+# contraction literals (with case-folding traps: ſ, K, İ).
+
+_ATOMS = [
+    "a", "x", "Ab", "dog", "The", "3", "14", "Mr", "U", "S", "J", "No", ".", ".", "?", "!", ",", ":",
+    ";", "'", "'", '"', "`", "``", "''", "(", ")", "[", "]", "{", "}", "<", ">", "-", "--", "—", "–",
+    "*", "&", "@", "#", "$", "%", "…", "...", "..", "«", "»", "“", "”", "‘", "’", "„", " ", " ", " ",
+    "  ", "\n", "\t", "\u00a0", "\u2009", "\x1c", "\u3000", "cannot", "CanNot", "gonna", "wanna",
+    "gimme", "lemme", "gotta", "d'ye", "more'n", "'tis", "'Twas", "'tiſ", "ſ", "K", "İ", "n't",
+    "N'T", "'s", "'S", "'m", "'d", "'ll", "'re", "'ve", "'LL", "don't", "it's", "é", "_", "/",
+    "1,000", "3.14", "e.g.", "U.S.", "p.m.", "Inc.", "Dr.", "J.", "A.", "5.", "x.y",
+]
+_WORDS = [
+    "the", "cat", "dog", "sat", "on", "is", "running", "The", "It", "He", "I", "A", "Mr.", "Dr.",
+    "U.S.", "e.g.", "etc.", "3.14", "1,000", "don't", "it's", "they'll", "cannot", "gonna",
+    "(left)", '"red"', "--", "J.", "5", "No.", "Inc.", "café", "O'Neil", "dogs'", "'tis", "x.y",
+]
+_ENDINGS = ["", "", "", ".", ",", "!", "?", ":", ";", ".)", '."', ".'", "!!", "?!", "...", ".”", "’", ")"]
+_GAPS = [" ", " ", " ", "  ", "\n", "\t", " \n ", ""]
+
+
+def _atom_texts(seed: int, count: int) -> list[str]:
+    rng = random.Random(seed)
+    return ["".join(rng.choice(_ATOMS) for _ in range(rng.randint(0, 14))) for _ in range(count)]
+
+
+def _word_texts(seed: int, count: int) -> list[str]:
+    rng = random.Random(seed)
+    texts = []
+    for _ in range(count):
+        words = [rng.choice(_WORDS) + rng.choice(_ENDINGS) + rng.choice(_GAPS)
+                 for _ in range(rng.randint(1, 14))]
+        texts.append("".join(words).strip(" ") if rng.random() < 0.5 else "".join(words))
+    return texts
+
+
+@pytest.fixture(scope="module")
+def nltk_english() -> tuple:
+    from nltk.tokenize.destructive import NLTKWordTokenizer
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
+
+    return PunktSentenceTokenizer(T.punkt_parameters()), NLTKWordTokenizer()
+
+
+def test_word_steps_match_nltk_word_tokenizer(nltk_english: tuple) -> None:
+    _, nltk_words = nltk_english
+    english = T._english()
+    targeted = [
+        "He won't go.", "x 't.", "cannot.", "wanna?", "Pi is 3.14.", "a.", "A!", "wait..", "end. )",
+        "'tiſ good", "'TIS", "GONNA go", "İs it", "CANNOT!", "a  'tis  b", "a\t's b", "dogs' bone.",
+        "\"Hi,\" she said.", "x ,y", "a,\n", "so:", "'' quoted ''", "(a) [b] {c} <d>", "a--b---c",
+        "x — y – z", "he said: ok; fine & done @ 5% #1 $2 *", "rock'n'roll", "O'Neil's", "e.g.,",
+    ]
+    for sentence in [*targeted, *_atom_texts(41, 3000), *_word_texts(43, 2000)]:
+        assert english.words(sentence) == nltk_words.tokenize(sentence), repr(sentence)
+
+
+def test_final_mark_split_matches_nltk(nltk_english: tuple) -> None:
+    _, nltk_words = nltk_english
+    english = T._english()
+    for base in _atom_texts(47, 1500) + _word_texts(53, 500):
+        for mark in ".?!":
+            sentence = base.rstrip() + "x" + mark  # a letter, then the final mark
+            assert english.words(sentence) == nltk_words.tokenize(sentence), repr(sentence)
+
+
+def test_punkt_context_shortcuts_match_nltk(nltk_english: tuple) -> None:
+    punkt, _ = nltk_english
+    english = T._english()
+    rng = random.Random(59)
+    before = ["ab", "Ab", "mr", "Mr", "etc", "U.S", "a", "J", "3", "x.y", "ab-cd", "é", "ab'", '"ab',
+              "(ab", "ab)", "", "ſt", "..", "ab.", "K", "a b"]
+    marks = [".", "?", "!", "!!", "?.", ".?"]
+    after = [" ", "  ", "\n", " \n", "\t", ")", '"', "'", "?", "’"]
+    following = ["The", "the", "x", "5", "A", "I", ".", ". .", "(x", "ab.", "'s", "é", "”", "J.", "-", ""]
+    for _ in range(4000):
+        context = "".join(rng.choice(part) for part in (before, marks, after, following))
+        context += rng.choice(["", " y", ". z", "\nq"])
+        assert english._contains_break(context) == punkt.text_contains_sentbreak(context), repr(context)
+
+
+def test_sentence_split_matches_punkt_on_boundaries(nltk_english: tuple) -> None:
+    punkt, _ = nltk_english
+    english = T._english()
+    texts = [" x. Y", "Very bad acting!!! I promise.", "(Sent1.) Sent2.", 'He said "No." Then left.',
+             "Mr. Smith. Dr. Who", "a.\n\nb. c", "x?! y", "end.”  Next", "3.14 is pi. 2. Two"]
+    for text in [*texts, *_word_texts(61, 3000), *_atom_texts(67, 1500)]:
+        assert english.sentences(text) == punkt.tokenize(text), repr(text)
+        ours = [(match.span(), context) for match, context in english._contexts(text)]
+        theirs = [(match.span(), context) for match, context in punkt._match_potential_end_contexts(text)]
+        assert ours == theirs, repr(text)
+
+
+def test_scores_bit_identical_on_repetitive_tokens() -> None:
+    """Counting shortcuts (sets unless both sides repeat an n-gram) give NLTK's and
+    rouge_chinese's floats exactly, not just to 1e-9."""
+    from nltk.translate.bleu_score import sentence_bleu
+    from rouge_chinese import Rouge
+
+    from groundscope.scoring.text import _bleu_from_tokens, _rouge_from_tokens
+
+    rng = random.Random(71)
+    weights = [(1, 0, 0, 0), (0, 1, 0, 0), (0, 0, 1, 0), (0, 0, 0, 1)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(1500):
+            vocabulary = rng.choice(["ab", "abc", "abcdef"])
+            hyp = [rng.choice(vocabulary) for _ in range(rng.randint(0, 25))]
+            ref = [rng.choice(vocabulary) for _ in range(rng.randint(0, 25))]
+            ours = _bleu_from_tokens(hyp, ref)
+            assert [ours[k] for k in BLEU_KEYS] == [sentence_bleu([ref], hyp, weights=w) for w in weights]
+            if hyp and ref:
+                scores = Rouge().get_scores(" ".join(hyp), " ".join(ref))[0]
+                expected = [scores[f"rouge-{n}"][s] for n in "12l" for s in "rpf"]
+                assert list(_rouge_from_tokens(hyp, ref).values()) == expected, (hyp, ref)
+
+
+@pytest.mark.parametrize("collocations", [True, False])
+def test_sentence_shortcuts_with_trained_parameters(
+    collocations: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With trained parameters (as with punkt_tab installed: orthographic context,
+    collocations) the sentence shortcuts still agree with Punkt."""
+    from nltk.tokenize.punkt import PunktSentenceTokenizer, PunktTrainer
+
+    trainer = PunktTrainer()
+    trainer.INCLUDE_ALL_COLLOCS = True
+    trainer.train(" ".join(_word_texts(3, 1500)) + " Johann S. Bach wrote. J. Bach. J. Bach.")
+    params = trainer.get_params()
+    assert params.ortho_context and params.collocations
+    if not collocations:
+        params.collocations = set()
+    monkeypatch.setattr(T, "punkt_parameters", lambda: params)
+    english, punkt = T._EnglishTokenizer(), PunktSentenceTokenizer(params)
+    for text in _word_texts(79, 1500) + _atom_texts(83, 500):
+        assert english.sentences(text) == punkt.tokenize(text), repr(text)

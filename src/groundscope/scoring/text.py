@@ -23,11 +23,13 @@ are judged separately. BLEU tokens: ``jieba.cut`` for Chinese, else NLTK's ``wor
 first re-written as ``" ".join(jieba.cut(text))``; then rouge_chinese's sentence cut and a
 whitespace split (punctuation stays attached to English words).
 
-Speed: scores are counted here (Counter/set arithmetic, a bit-parallel LCS), not by calling
-NLTK or rouge_chinese. English words come from NLTK's own ``NLTKWordTokenizer`` patterns,
-read from the installed NLTK and applied in its order, skipping a step when the characters
-it needs are absent (a pattern we do not know always runs). nltk and jieba are imported on
-first use; token lists are cached per text (LRU, 4096 entries).
+Speed: scores are counted here (n-gram sets; Counters only when both sides repeat an
+n-gram; a bit-parallel LCS), not by calling NLTK or rouge_chinese. English words come from
+NLTK's own ``NLTKWordTokenizer`` patterns, read from the installed NLTK and applied in its
+order, skipping a step when the characters it needs are absent (a pattern we do not know
+always runs); Punkt's sentence loop runs in ``groundscope.scoring.tokenize``, which lists
+its shortcuts (each exact). nltk and jieba are imported on first use; token lists are
+cached per text (LRU, 4096 entries).
 
 Output keys
 -----------
@@ -65,6 +67,7 @@ import math
 import sys
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from itertools import pairwise
 from typing import Any
 
 from groundscope.scoring.tokenize import (
@@ -86,29 +89,41 @@ ROUGE_KEYS: tuple[str, ...] = tuple(
 )
 
 
-def _ngrams(tokens: Sequence[str], n: int) -> Any:
-    return tokens if n == 1 else zip(*(tokens[i:] for i in range(n)), strict=False)
+def _ngrams(tokens: Sequence[str], n: int) -> Sequence[Any]:
+    if n == 1:
+        return tokens
+    if n == 2:
+        return list(pairwise(tokens))
+    return list(zip(*(tokens[i:] for i in range(n)), strict=False))
+
+
+def _clipped_matches(hyp: Sequence[Any], ref: Sequence[Any]) -> int:
+    """Sum over the n-grams of ``hyp`` of min(count in hyp, count in ref) (NLTK's clipped
+    count); sets suffice unless both sides repeat an n-gram."""
+    hyp_set, ref_set = set(hyp), set(ref)
+    common = hyp_set & ref_set
+    if not common or len(hyp_set) == len(hyp) or len(ref_set) == len(ref):
+        return len(common)
+    hyp_counts, ref_counts = Counter(hyp), Counter(ref)
+    return sum(min(hyp_counts[gram], ref_counts[gram]) for gram in common)
 
 
 def _bleu_from_tokens(hyp: Sequence[str], ref: Sequence[str]) -> dict[str, float]:
-    zeros = dict.fromkeys(BLEU_KEYS, 0.0)
     hyp_len, ref_len = len(hyp), len(ref)
     if hyp_len == 0:
-        return zeros
+        return dict.fromkeys(BLEU_KEYS, 0.0)
     bp = 1.0 if hyp_len > ref_len else math.exp(1 - ref_len / hyp_len)
     scores: dict[str, float] = {}
     matches = 1
     for n, key in enumerate(BLEU_KEYS, start=1):
         # no matching (n-1)-gram means no matching n-gram: skip the counting
         if matches and hyp_len >= n:
-            counts = Counter(_ngrams(hyp, n))
-            ref_counts = Counter(_ngrams(ref, n)) if ref_len >= n else Counter()
-            matches = sum(min(c, ref_counts[g]) for g, c in counts.items() if g in ref_counts)
+            matches = _clipped_matches(_ngrams(hyp, n), _ngrams(ref, n))
             total = hyp_len - n + 1
         else:
             matches, total = 0, 1
         if n == 1 and matches == 0:
-            return zeros
+            return dict.fromkeys(BLEU_KEYS, 0.0)
         precision = matches / total if matches else sys.float_info.min
         scores[key] = bp * math.exp(math.log(precision))  # NLTK's log-space arithmetic
     return scores
@@ -155,22 +170,22 @@ def _f1(precision: float, recall: float) -> float:
     return 2.0 * ((precision * recall) / (precision + recall + 1e-8))
 
 
+def _overlap(hyp: set[Any], ref: set[Any]) -> tuple[float, float, float]:
+    """ROUGE-N recall, precision and F1 of unique n-grams."""
+    overlap = len(hyp & ref)
+    precision = overlap / len(hyp) if hyp else 0.0
+    recall = overlap / len(ref) if ref else 0.0
+    return recall, precision, _f1(precision, recall)
+
+
 def _rouge_from_tokens(hyp: Sequence[str], ref: Sequence[str]) -> dict[str, float]:
     if not hyp or not ref:
         return dict.fromkeys(ROUGE_KEYS, 0.0)
-    scores: dict[str, float] = {}
-    for n in (1, 2):
-        hyp_set, ref_set = set(_ngrams(hyp, n)), set(_ngrams(ref, n))
-        overlap = len(hyp_set & ref_set)
-        precision = overlap / len(hyp_set) if hyp_set else 0.0
-        recall = overlap / len(ref_set) if ref_set else 0.0
-        scores.update({f"rouge-{n}-r": recall, f"rouge-{n}-p": precision,
-                       f"rouge-{n}-f": _f1(precision, recall)})
+    one = _overlap(set(hyp), set(ref))
+    two = _overlap(set(pairwise(hyp)), set(pairwise(ref)))
     common = lcs_length(ref, hyp)
     recall, precision = common / len(ref), common / len(hyp)
-    scores.update({"rouge-l-r": recall, "rouge-l-p": precision,
-                   "rouge-l-f": _f1(precision, recall)})
-    return scores
+    return dict(zip(ROUGE_KEYS, (*one, *two, recall, precision, _f1(precision, recall)), strict=True))
 
 
 def rouge(prediction: str, reference: str) -> dict[str, float]:
