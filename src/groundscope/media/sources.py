@@ -149,9 +149,10 @@ def _raw(ref: MediaRef, max_bytes: int, head: int = -1) -> tuple[bytes, str | No
         return _b64decode(source, f"base64 {ref.kind}"), None
     path = resolve_path(ref)
     try:
-        _cap(path.stat().st_size, max_bytes, str(path))
-        with path.open("rb") as handle:
-            return handle.read(head), _ext_mime(path.name)
+        size = os.stat(path).st_size
+        _cap(size, max_bytes, str(path))
+        with open(path, "rb", buffering=0) as handle:  # one read of the known size, no buffer
+            return handle.read(size if head < 0 else min(head, size)), _ext_mime(path.name)
     except OSError as exc:
         raise MediaError(f"cannot read {path}: {exc.strerror or exc}") from None
 
