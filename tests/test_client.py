@@ -17,14 +17,13 @@ import pytest
 from PIL import Image
 from pydantic import SecretStr
 
+from groundscope.client.http_errors import http_error, parse_retry_after
 from groundscope.client.openai import (
     ChatClient,
     build_body,
     effective_config,
-    http_error,
     normalise_url,
     parse_completion,
-    parse_retry_after,
     request_hash,
     wire_messages,
 )
