@@ -350,7 +350,10 @@ def serve_forever(
     """
 
     async def main() -> None:
-        server = SimulatorServer(samples, behaviour, responders=responders, host=host, port=port)
+        # A standalone server keeps only the latest requests for /_sim/requests: a long
+        # benchmark must not hold (and garbage-collect) every request it ever served.
+        server = SimulatorServer(samples, behaviour, responders=responders, host=host, port=port,
+                                 record_limit=1000)
         url = await server.astart()
         (on_ready or (lambda u: print(f"groundscope simulator listening on {u}", flush=True)))(url)
         try:
