@@ -4,44 +4,19 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from cli_support import EXAMPLES, ROOT, dataset_samples, run_cli, table_rows
 from groundscope.client.simulator import SimBehaviour, SimulatorServer
-from groundscope.config import load_config
-from groundscope.errors import RecordError
-from groundscope.runner import iter_samples, plan_dataset
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "examples"
 SECRET = "sk-groundscope-test-SECRET-0123456789"
 VQA_ARGS = {"general_vqa": {"local_path": str(EXAMPLES / "vqa"),
                             "subset_list": ["example_openai", "example_placeholder"]}}
 
 
 def example_samples() -> list:
-    cfg = load_config({"datasets": ["general_vqa"], "dataset_args": VQA_ARGS, "eval_type": "mock"})
-    return [s for _, s in iter_samples(cfg, plan_dataset(cfg, "general_vqa"), strict=False)
-            if not isinstance(s, RecordError)]
-
-
-def run_cli(*args: str, cwd: Path, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "groundscope", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
-
-
-def table_rows(stdout: str) -> dict[tuple[str, str], tuple[int, str]]:
-    rows = {}
-    for line in stdout.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 6 and cells[0] not in ("Model", ""):
-            rows[(cells[2], cells[3])] = (int(cells[4]), cells[5])
-    return rows
+    return dataset_samples("general_vqa", VQA_ARGS)
 
 
 @pytest.fixture(scope="module")

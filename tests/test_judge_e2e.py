@@ -8,22 +8,18 @@ CLI and Python API, then what makes the judge cheap and honest: a resumed run an
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+import cli_support
+from cli_support import ROOT, dataset_samples, table_rows
 from groundscope import TaskConfig, run_task
 from groundscope.client.sim_judge import JudgeResponder
 from groundscope.client.simulator import SimBehaviour, SimulatorServer
-from groundscope.config import load_config
-from groundscope.errors import RecordError
-from groundscope.runner import iter_samples, plan_dataset
 
-ROOT = Path(__file__).resolve().parents[1]
 VQA_ARGS = {"general_vqa": {"local_path": str(ROOT / "examples" / "vqa"),
                             "subset_list": ["example_openai"]}}
 SECRET = "sk-judge-e2e-SECRET-0123456789"
@@ -31,24 +27,12 @@ MODEL_KEY = "sk-model-e2e-SECRET-9876543210"
 
 
 def example_samples() -> list:
-    cfg = load_config({"datasets": ["general_vqa"], "dataset_args": VQA_ARGS, "eval_type": "mock"})
-    return [s for _, s in iter_samples(cfg, plan_dataset(cfg, "general_vqa"), strict=False)
-            if not isinstance(s, RecordError)]
+    return dataset_samples("general_vqa", VQA_ARGS)
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DASHSCOPE_API_KEY": SECRET, "GS_MODEL_KEY": MODEL_KEY}
-    return subprocess.run([sys.executable, "-m", "groundscope", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
-
-
-def table_rows(stdout: str) -> dict[tuple[str, str], tuple[int, str]]:
-    rows = {}
-    for line in stdout.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 6 and cells[0] not in ("Model", ""):
-            rows[(cells[2], cells[3])] = (int(cells[4]), cells[5])
-    return rows
+    return cli_support.run_cli(*args, cwd=cwd,
+                               env_extra={"DASHSCOPE_API_KEY": SECRET, "GS_MODEL_KEY": MODEL_KEY})
 
 
 @pytest.fixture(scope="module")

@@ -31,14 +31,11 @@ column is absent or empty), from which the per-category accuracy rows are made.
 
 from __future__ import annotations
 
-import ast
 import string
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
-
-import orjson
 
 from groundscope import media
 from groundscope.dataset import mcq
@@ -152,24 +149,14 @@ def images(record: Mapping[str, Any], origin: Origin, base_dir: Path | None) -> 
 def _listed(value: Any, origin: Origin, column: str) -> list[Any]:
     """One value, or the elements of a list (also a JSON / Python list literal string)."""
     if isinstance(value, str) and value.strip().startswith("[") and value.strip().endswith("]"):
-        value = _parse_list(value.strip(), origin, column)
+        value = mcq.parse_literal(value.strip(), origin, column,
+                                  "looks like a list but is neither JSON nor a Python literal")
     if not isinstance(value, list | tuple):
         return [value]
     items = [item for item in value if _filled(item)]
     if not items:
         raise _fail(origin, column, "an empty list: give at least one image")
     return items
-
-
-def _parse_list(text: str, origin: Origin, column: str) -> Any:
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        raise _fail(origin, column, "looks like a list but is neither JSON nor a Python literal") from None
 
 
 def _reject_row_reference(value: Any, origin: Origin, field: str) -> None:

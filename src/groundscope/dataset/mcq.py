@@ -201,7 +201,8 @@ def parse_options(value: Any, origin: Origin, field: str = "options") -> list[st
     """
     if value is None:
         raise _fail(origin, field, "missing")
-    items = _option_list(value, origin, field) if isinstance(value, str) else value
+    problem = "expected a JSON array or a Python list literal of option texts"
+    items = parse_literal(value, origin, field, problem) if isinstance(value, str) else value
     if not isinstance(items, list | tuple):
         raise _fail(origin, field, f"expected a list of options, got {type(items).__name__}")
     if not items:
@@ -218,7 +219,8 @@ def parse_options(value: Any, origin: Origin, field: str = "options") -> list[st
     return options
 
 
-def _option_list(text: str, origin: Origin, field: str) -> Any:
+def parse_literal(text: str, origin: Origin, field: str, problem: str) -> Any:
+    """A cell holding a list as JSON or as a Python literal (``problem``: the error to give)."""
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
@@ -226,7 +228,7 @@ def _option_list(text: str, origin: Origin, field: str) -> Any:
     try:
         return ast.literal_eval(text.strip())
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        raise _fail(origin, field, "expected a JSON array or a Python list literal of option texts") from None
+        raise _fail(origin, field, problem) from None
 
 
 def _question(record: Mapping[str, Any], origin: Origin) -> str:
