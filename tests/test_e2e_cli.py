@@ -185,3 +185,16 @@ def test_end_of_run_page_is_bounded(finished_run, tmp_path) -> None:
     assert f"shows the first 3 of {total} samples" in text
     full = write_html(copy).read_text()
     assert "shows the first" not in full
+
+
+def test_evalscope_legacy_flags_and_dry_run(tmp_path) -> None:
+    args = json.dumps({"general_vqa": {"local_path": str(EXAMPLES / "vqa")}})
+    proc = run_cli("eval", "--eval-type", "mock", "--datasets", "general_vqa", "--dataset-args",
+                   args, "--judge-strategy", "llm", "--judge-model-args",
+                   json.dumps({"model_id": "j", "api_url": "mock", "api_key": SECRET}),
+                   "--stream", "--dry-run", "--work-dir", str(tmp_path / "out"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    shown = json.loads(proc.stdout)
+    assert shown["judge"]["strategy"] == "llm" and shown["judge"]["models"][0]["model_id"] == "j"
+    assert SECRET not in proc.stdout + proc.stderr
+    assert not (tmp_path / "out").exists()  # a dry run creates nothing

@@ -77,6 +77,12 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     a("--generation-config", type=parse_kv_or_json, default=_S,
       help="JSON or k=v,... passed into each request (temperature defaults to 0)")
     a("--judge", type=_json_object, default=_S, help="JSON judge config (see README)")
+    a("--judge-strategy", default=_S, help="EvalScope's older spelling of judge.strategy")
+    a("--judge-model-args", type=_json_object, default=_S,
+      help="EvalScope's older spelling of one judge model (JSON)")
+    a("--stream", action="store_true", default=_S,
+      help="accepted for EvalScope compatibility; requests are never streamed")
+    a("--dry-run", action="store_true", help="print the resolved config (secrets hidden) and exit")
     a("--work-dir", default=_S, help="where run directories are created (default ./outputs)")
     a("--no-timestamp", action="store_true", default=_S, help="write into --work-dir itself")
     a("--use-cache", metavar="RUN_DIR", default=_S, help="resume a run directory")
@@ -148,7 +154,7 @@ def eval_config(ns: argparse.Namespace) -> dict[str, Any]:
 
         data = _read_config_file(Path(ns.config))
     skip = {"command", "config", "no_progress", "version", "sim_accuracy", "sim_latency_ms",
-            "sim_judge_noise"}
+            "dry_run", "stream", "sim_judge_noise"}
     for key, value in vars(ns).items():
         if key not in skip:
             data[key] = value
@@ -170,6 +176,9 @@ def _cmd_eval(ns: argparse.Namespace) -> int:
     from groundscope.runner import Runner
 
     cfg = load_config(eval_config(ns))
+    if ns.dry_run:  # no run directory, no request: just what would run
+        print(json.dumps(cfg.redacted(), indent=2, ensure_ascii=False))
+        return 0
     runner = Runner(cfg, progress=False if ns.no_progress else None)
     import asyncio
 
