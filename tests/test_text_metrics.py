@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
+from groundscope.scoring import english as E
 from groundscope.scoring import tokenize as T
 from groundscope.scoring.text import (
     BLEU_KEYS,
@@ -225,7 +226,7 @@ def test_english_tokenizer_matches_nltk(oracle_tokenizers: tuple) -> None:
     from nltk.tokenize.punkt import PunktSentenceTokenizer
 
     word_tokenize, _ = oracle_tokenizers
-    english, punkt = T._english(), PunktSentenceTokenizer(T.punkt_parameters())
+    english, punkt = E.english(), PunktSentenceTokenizer(T.punkt_parameters())
     for text in _texts(7, 2500):
         assert english.tokenize(text) == word_tokenize(text), repr(text)
         assert english.sentences(text) == punkt.tokenize(text), repr(text)
@@ -382,7 +383,7 @@ def nltk_english() -> tuple:
 
 def test_word_steps_match_nltk_word_tokenizer(nltk_english: tuple) -> None:
     _, nltk_words = nltk_english
-    english = T._english()
+    english = E.english()
     targeted = [
         "He won't go.", "x 't.", "cannot.", "wanna?", "Pi is 3.14.", "a.", "A!", "wait..", "end. )",
         "'tiſ good", "'TIS", "GONNA go", "İs it", "CANNOT!", "a  'tis  b", "a\t's b", "dogs' bone.",
@@ -395,7 +396,7 @@ def test_word_steps_match_nltk_word_tokenizer(nltk_english: tuple) -> None:
 
 def test_final_mark_split_matches_nltk(nltk_english: tuple) -> None:
     _, nltk_words = nltk_english
-    english = T._english()
+    english = E.english()
     for base in _atom_texts(47, 1500) + _word_texts(53, 500):
         for mark in ".?!":
             sentence = base.rstrip() + "x" + mark  # a letter, then the final mark
@@ -404,7 +405,7 @@ def test_final_mark_split_matches_nltk(nltk_english: tuple) -> None:
 
 def test_punkt_context_shortcuts_match_nltk(nltk_english: tuple) -> None:
     punkt, _ = nltk_english
-    english = T._english()
+    english = E.english()
     rng = random.Random(59)
     before = ["ab", "Ab", "mr", "Mr", "etc", "U.S", "a", "J", "3", "x.y", "ab-cd", "é", "ab'", '"ab',
               "(ab", "ab)", "", "ſt", "..", "ab.", "K", "a b"]
@@ -419,7 +420,7 @@ def test_punkt_context_shortcuts_match_nltk(nltk_english: tuple) -> None:
 
 def test_sentence_split_matches_punkt_on_boundaries(nltk_english: tuple) -> None:
     punkt, _ = nltk_english
-    english = T._english()
+    english = E.english()
     texts = [" x. Y", "Very bad acting!!! I promise.", "(Sent1.) Sent2.", 'He said "No." Then left.',
              "Mr. Smith. Dr. Who", "a.\n\nb. c", "x?! y", "end.”  Next", "3.14 is pi. 2. Two"]
     for text in [*texts, *_word_texts(61, 3000), *_atom_texts(67, 1500)]:
@@ -468,7 +469,7 @@ def test_sentence_shortcuts_with_trained_parameters(
     assert params.ortho_context and params.collocations
     if not collocations:
         params.collocations = set()
-    monkeypatch.setattr(T, "punkt_parameters", lambda: params)
-    english, punkt = T._EnglishTokenizer(), PunktSentenceTokenizer(params)
+    monkeypatch.setattr(E, "punkt_parameters", lambda: params)
+    english, punkt = E.EnglishTokenizer(), PunktSentenceTokenizer(params)
     for text in _word_texts(79, 1500) + _atom_texts(83, 500):
         assert english.sentences(text) == punkt.tokenize(text), repr(text)

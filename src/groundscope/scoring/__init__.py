@@ -43,7 +43,7 @@ GROUNDING_METRICS = ("grounding", "completeness", "consistency")
 
 
 def _warm_tokenizers() -> None:
-    from groundscope.scoring.tokenize import warm_up
+    from groundscope.scoring.english import warm_up
 
     warm_up()
 
