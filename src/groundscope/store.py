@@ -77,7 +77,7 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
                 raise StoreError(f"{path}: corrupt line: {exc}") from None
 
 
-def _repair_tail(path: Path) -> None:
+def repair_tail(path: Path) -> None:
     """Cut a torn last line (no newline) so appended lines start clean."""
     if not path.exists() or path.stat().st_size == 0:
         return
@@ -220,7 +220,7 @@ class _Shard:
     def append(self, row: Mapping[str, Any]) -> None:
         if self.handle is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            _repair_tail(self.path)
+            repair_tail(self.path)
             self.handle = self.path.open("ab")
         if self.key_fields:
             key = hash(tuple(row[f] for f in self.key_fields))

@@ -28,6 +28,7 @@ from typing import IO, Any
 import orjson
 
 from groundscope.client.openai import ChatClient, effective_config
+from groundscope.store import repair_tail
 from groundscope.types import Completion, MediaPart, Message, Usage
 
 log = logging.getLogger("groundscope")
@@ -120,7 +121,7 @@ class ResponseCache:
             return
         if self._handle is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            _cut_torn_tail(self.path)
+            repair_tail(self.path)
             self._handle = self.path.open("ab")
         row = {"key": key, "model": model, "completion": completion_to_json(completion)}
         self._handle.write(orjson.dumps(row) + b"\n")
@@ -132,15 +133,6 @@ class ResponseCache:
             os.fsync(self._handle.fileno())
             self._handle.close()
             self._handle = None
-
-
-def _cut_torn_tail(path: Path) -> None:
-    if not path.exists() or path.stat().st_size == 0:
-        return
-    data = path.read_bytes()
-    if not data.endswith(b"\n"):
-        with path.open("rb+") as fh:
-            fh.truncate(data.rfind(b"\n") + 1)
 
 
 Connect = Callable[[], Awaitable[ChatClient]]
