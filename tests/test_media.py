@@ -411,3 +411,20 @@ def test_media_from_value_rejects_unusable_values(
 def test_media_from_value_does_not_touch_the_disk_for_paths(tmp_path: Path) -> None:
     got = media.media_from_value("missing/a.jpg", IMAGE, format=None, base_dir=tmp_path)
     assert not media.exists(got)  # resolution is deferred to exists/check/load
+
+
+def test_header_check_reads_past_large_metadata(tmp_path: Path) -> None:
+    """A JPEG whose frame header sits behind ~200 KB of ICC profile: the header-only check
+    reads further than its first head and still finds the size (and the pixel cap)."""
+    from PIL import Image
+
+    path = tmp_path / "icc.jpg"
+    Image.new("RGB", (40, 30), "red").save(path, "JPEG", icc_profile=os.urandom(200_000))
+    assert path.stat().st_size > 200_000
+    media.check(ref("icc.jpg", base_dir=tmp_path), decode=False)
+    token = media.images._MAX_PIXELS.set(1000)  # 40x30 = 1200 pixels
+    try:
+        with pytest.raises(MediaError, match="over the limit of 1000"):
+            media.check(ref("icc.jpg", base_dir=tmp_path), decode=False)
+    finally:
+        media.images._MAX_PIXELS.reset(token)

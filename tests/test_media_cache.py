@@ -88,3 +88,21 @@ def test_no_payload_is_kept_after_requests_complete(tmp_path: Path, fresh_cache)
     kept = sum(stat.size for stat in snapshot.filter_traces(where).statistics("filename"))
     assert payload_bytes > 500_000
     assert kept < 4096, kept
+
+
+def test_distinct_images_stay_out_of_the_lru(tmp_path: Path, fresh_cache) -> None:
+    """Files seen once wait on probation (the last few payloads) and never fill the LRU;
+    a file seen again after leaving probation is admitted on its second encoding."""
+    refs = [MediaRef(Modality.IMAGE, str(noisy_jpeg(tmp_path / f"{i}.jpg", i))) for i in range(12)]
+    sizes = [len(wire.wire_part(r)["image_url"]["url"]) for r in refs]
+    assert fresh_cache.encoded == 12 and fresh_cache.hits == 0
+    assert fresh_cache.size == sum(sizes[-4:])  # only the probation list holds payloads
+    assert fresh_cache._items == {}
+    first = wire.wire_part(refs[0])["image_url"]["url"]  # long gone from probation: encoded again
+    assert fresh_cache.encoded == 13
+    assert wire.wire_part(refs[0])["image_url"]["url"] is first  # now in the LRU
+    assert fresh_cache.hits == 1
+    last = refs[-1]
+    wire.wire_part(last)  # still on probation: a hit, and admitted
+    assert fresh_cache.encoded == 13 and fresh_cache.hits == 2
+    assert len(fresh_cache._items) == 2

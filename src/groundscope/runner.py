@@ -201,6 +201,9 @@ class Runner:
                         live.release()
                         break
                     tg.create_task(self._guarded(client, item, live))
+                    # Let the new task build and send its request before the next record is
+                    # read: the first wave goes out while later records load, not after.
+                    await asyncio.sleep(0)
         except BaseExceptionGroup as group:  # a user error stays one line, not a traceback
             mine, other = group.split(GroundscopeError)
             if mine is None or other is not None:
@@ -220,6 +223,8 @@ class Runner:
         async with self._model_slots:
             pred, req_hash, cached = await self._obtain_prediction(client, item)
         self._count(item.run, pred, from_cache=cached)
+        # The freed model slot's next request goes out before this one is scored.
+        await asyncio.sleep(0)
         async with self._score_slots:
             await self._score(item, pred, req_hash, reuse=cached)
         self._progress.advance(self._errored)

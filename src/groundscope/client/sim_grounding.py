@@ -228,6 +228,8 @@ class ScriptedAnswers:
         self.truth = truth
 
     def __call__(self, req: SimRequest) -> SimReply | None:
+        if not self.truth.scripted:  # nothing planted: the oracle answers
+            return None
         users = _user_texts(req.body.get("messages"))
         if not users or users[0].startswith((*MARKERS, JUDGE_MARKER)):
             return None

@@ -25,6 +25,7 @@ from groundscope.types import MediaRef, Modality
 DEFAULT_MAX_PIXELS = 89_478_485  # Pillow's Image.MAX_IMAGE_PIXELS (its decompression-bomb limit)
 
 
+_HEAD_BYTES = 64 * 1024  # the head read first: holds the header of nearly every image
 _HEADER_BYTES = 1024 * 1024  # enough of an image file for Pillow to parse its header
 
 
@@ -42,8 +43,8 @@ def _checked_key(ref: MediaRef) -> str | None:
     return f"{fingerprint(ref)}|px={_MAX_PIXELS.get()}"
 
 
-def _remember_checked(ref: MediaRef) -> None:
-    key = _checked_key(ref)
+def _remember_checked(ref: MediaRef, key: str | None = None) -> None:
+    key = key or _checked_key(ref)
     if key is not None:
         if len(_CHECKED) >= _CHECKED_MAX:
             _CHECKED.clear()
@@ -143,11 +144,19 @@ def check(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES, decode: bool = T
         check_format(ref.kind, ref.format)
         return
     if ref.kind is Modality.IMAGE:
+        key = _checked_key(ref)
         if decode:
             _verify_image(load(ref, max_bytes=max_bytes)[0], describe(ref))
-        else:  # Pillow needs only the head of a file to parse the header
-            _open_image(_raw(ref, max_bytes, head=_HEADER_BYTES)[0], ref).close()
-        _remember_checked(ref)
+        elif key is None or key not in _CHECKED:  # Pillow needs only a file's head for the header
+            head = _raw(ref, max_bytes, head=_HEAD_BYTES)[0]
+            try:
+                _open_image(head, ref).close()
+            except MediaError:
+                if len(head) < _HEAD_BYTES:  # that was the whole file
+                    raise
+                # a header behind large metadata blocks (EXIF, ICC): read further
+                _open_image(_raw(ref, max_bytes, head=_HEADER_BYTES)[0], ref).close()
+        _remember_checked(ref, key)
         return
     check_format(ref.kind, ref.format)
     _supported_format(ref, _raw(ref, max_bytes, head=64)[0])

@@ -115,17 +115,17 @@ def resolve_path(ref: MediaRef) -> Path:
         return found
     text = str(ref.source)
     text = text[7:] if text.lower().startswith("file://") else text
-    path = Path(os.path.expanduser(text))
-    tried = [path] if path.is_absolute() else [Path(cwd) / path]
-    if not path.is_absolute() and ref.base_dir is not None:
-        tried.insert(0, ref.base_dir / path)
+    path = os.path.expanduser(text)  # os.path, not pathlib: this runs once per distinct file
+    tried = [path] if os.path.isabs(path) else [os.path.join(cwd, path)]
+    if not os.path.isabs(path) and ref.base_dir is not None:
+        tried.insert(0, os.path.join(ref.base_dir, path))
     for candidate in tried:
-        if candidate.is_file():
+        if os.path.isfile(candidate):
             if len(_RESOLVED) >= _RESOLVED_MAX:
                 _RESOLVED.clear()
-            _RESOLVED[key] = candidate
-            return candidate
-    where = ", ".join(str(t) for t in tried)
+            found = _RESOLVED[key] = Path(candidate)
+            return found
+    where = ", ".join(str(Path(t)) for t in tried)
     raise MediaError(f"{ref.kind} file not found: {text!r} (tried {where})")
 
 

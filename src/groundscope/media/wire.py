@@ -2,8 +2,12 @@
 
 Encoded payloads of local files are kept in a small LRU cache, bounded in bytes and keyed
 by the file's identity (path, size, mtime) and the pixel cap, so an image shared by many
-records is read and encoded once. Nothing else keeps a payload: the request body that
-holds it is dropped when its request completes. ``set_cache_limit(0)`` turns the cache off.
+records is read and encoded once. A payload enters the LRU only once its file is seen a
+second time: until then it waits among the last few payloads (the probation list), and its
+key is remembered. A dataset of distinct images so never fills the LRU with payloads that
+are not asked for again (holding megabytes of them costs more than encoding them). Nothing
+else keeps a payload: the request body that holds it is dropped when its request completes.
+``set_cache_limit(0)`` turns the cache off.
 """
 
 from __future__ import annotations
@@ -33,11 +37,21 @@ DEFAULT_CACHE_BYTES = 32 * 1024 * 1024
 
 
 class EncodedCache:
-    """An LRU of encoded payloads, bounded by their total size in characters."""
+    """An LRU of encoded payloads, bounded by their total size in characters, with a doorkeeper.
 
-    def __init__(self, limit: int = DEFAULT_CACHE_BYTES) -> None:
+    A first ``put`` of a key keeps the payload on probation (the last ``probation`` payloads)
+    and remembers the key; a ``get`` that finds it there, or a second ``put`` of a remembered
+    key, admits it to the LRU.
+    """
+
+    def __init__(self, limit: int = DEFAULT_CACHE_BYTES, *, probation: int = 4,
+                 remembered: int = 65536) -> None:
         self.limit = limit
         self._items: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        self._probation: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        self._probation_max = probation
+        self._seen: set[str] = set()  # keys put once: admitted when put again
+        self._seen_max = remembered
         self._size = 0
         self._lock = threading.Lock()
         self.encoded = 0  # payloads actually encoded (cache misses)
@@ -49,6 +63,12 @@ class EncodedCache:
             if value is not None:
                 self._items.move_to_end(key)
                 self.hits += 1
+                return value
+            value = self._probation.pop(key, None)
+            if value is not None:  # asked for again: a shared file
+                self._size -= len(value[0])
+                self._admit(key, value)
+                self.hits += 1
             return value
 
     def put(self, key: str, value: tuple[str, str]) -> None:
@@ -57,24 +77,39 @@ class EncodedCache:
             self.encoded += 1
             if size > self.limit // 4:  # one payload may not crowd out the rest
                 return
-            old = self._items.pop(key, None)
+            old = self._items.pop(key, None) or self._probation.pop(key, None)
             if old is not None:
                 self._size -= len(old[0])
-            self._items[key] = value
+            if key in self._seen:
+                self._admit(key, value)
+                return
+            if len(self._seen) >= self._seen_max:
+                self._seen.clear()
+            self._seen.add(key)
+            self._probation[key] = value
             self._size += size
-            while self._size > self.limit:
-                _, dropped = self._items.popitem(last=False)
+            while len(self._probation) > self._probation_max:
+                _, dropped = self._probation.popitem(last=False)
                 self._size -= len(dropped[0])
+
+    def _admit(self, key: str, value: tuple[str, str]) -> None:
+        self._items[key] = value
+        self._size += len(value[0])
+        while self._size > self.limit and self._items:
+            _, dropped = self._items.popitem(last=False)
+            self._size -= len(dropped[0])
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._probation.clear()
+            self._seen.clear()
             self._size = 0
             self.encoded = self.hits = 0
 
     @property
     def size(self) -> int:
-        """Characters of payload held now."""
+        """Characters of payload held now (LRU and probation)."""
         return self._size
 
 
