@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
+from array import array
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -207,15 +208,14 @@ def score_from_json(row: Mapping[str, Any]) -> Score:
 class _Shard:
     """One append-only JSONL file and the keys already written to it.
 
-    Only the keys' hashes are kept (an int each, not the key): a key written again marks the
-    file for compaction on close; a rare hash collision only costs a needless compaction.
+    Only the keys' hashes are kept, 8 bytes a line: a key written twice (found on close)
+    marks the file for compaction; a rare hash collision only costs a needless compaction.
     """
 
     path: Path
     key_fields: tuple[str, ...]
     handle: IO[bytes] | None = None
-    keys: set[int] = field(default_factory=set)
-    superseded: bool = False
+    keys: array[int] = field(default_factory=lambda: array("q"))
 
     def append(self, row: Mapping[str, Any]) -> None:
         if self.handle is None:
@@ -223,10 +223,7 @@ class _Shard:
             repair_tail(self.path)
             self.handle = self.path.open("ab")
         if self.key_fields:
-            key = hash(tuple(row[f] for f in self.key_fields))
-            if key in self.keys:
-                self.superseded = True
-            self.keys.add(key)
+            self.keys.append(hash(tuple(row[f] for f in self.key_fields)))
         self.handle.write(_dumps(row))
         self.handle.flush()
 
@@ -236,7 +233,7 @@ class _Shard:
             os.fsync(self.handle.fileno())
             self.handle.close()
             self.handle = None
-        if self.superseded:
+        if len(set(self.keys)) < len(self.keys):  # a key written again: keep its last line
             self._compact()
 
     def _compact(self) -> None:
@@ -252,7 +249,7 @@ class _Shard:
             fh.flush()
             os.fsync(fh.fileno())
         tmp.replace(self.path)
-        self.superseded = False
+        self.keys = array("q", sorted(set(self.keys)))
 
 
 class RunStore:
@@ -322,7 +319,7 @@ class RunStore:
             shard = self._shards[path] = _Shard(path, key_fields)
             if path.exists():
                 for row in read_jsonl(path):
-                    shard.keys.add(hash(tuple(row[f] for f in key_fields)))
+                    shard.keys.append(hash(tuple(row[f] for f in key_fields)))
         return shard
 
     def append_prediction(self, dataset: str, subset: str, sample: Sample, pred: Prediction) -> None:

@@ -33,7 +33,7 @@ _MAX_PIXELS: ContextVar[int] = ContextVar("groundscope_max_image_pixels", defaul
 
 
 _CHECKED: dict[str, None] = {}
-_CHECKED_MAX = 65536
+_CHECKED_MAX = 8192  # distinct files remembered; the whole table is dropped when full
 
 
 def _checked_key(ref: MediaRef) -> str | None:

@@ -97,7 +97,7 @@ def _cap(size: int, max_bytes: int, what: str) -> None:
 
 
 _RESOLVED: dict[tuple[str, Path | None, str], Path] = {}
-_RESOLVED_MAX = 65536
+_RESOLVED_MAX = 8192  # distinct files remembered; the whole table is dropped when full
 
 
 def resolve_path(ref: MediaRef) -> Path:

@@ -33,7 +33,7 @@ from groundscope.media.sources import (
 )
 from groundscope.types import MediaRef, Modality
 
-DEFAULT_CACHE_BYTES = 32 * 1024 * 1024
+DEFAULT_CACHE_BYTES = 8 * 1024 * 1024
 
 
 class EncodedCache:
@@ -45,7 +45,7 @@ class EncodedCache:
     """
 
     def __init__(self, limit: int = DEFAULT_CACHE_BYTES, *, probation: int = 4,
-                 remembered: int = 65536) -> None:
+                 remembered: int = 8192) -> None:
         self.limit = limit
         self._items: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self._probation: OrderedDict[str, tuple[str, str]] = OrderedDict()
