@@ -121,12 +121,25 @@ async def timed(self, client):  # the pipeline phase alone: load, request, score
     await _evaluate(self, client)
     marks["end"] = time.perf_counter()
 R.Runner._evaluate = timed
+from groundscope.client import openai as O
+done = []  # when each model request completed
+_complete = O.ChatClient.complete
+async def complete(self, *args, **kwargs):
+    try:
+        return await _complete(self, *args, **kwargs)
+    finally:
+        done.append(time.perf_counter())
+O.ChatClient.complete = complete
 cfg = json.loads(sys.argv[1])
 t0, c0 = time.perf_counter(), time.process_time()
 report = run_task(cfg)
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
 s = report.datasets[0].summary
+conc = cfg["eval_batch_size"]
+first, last = conc - 1, len(done) - conc - 1  # the first wave done .. the last wave started
+steady = (last - first) / (done[last] - done[first]) if last > first else None
 print(json.dumps({"wall": wall, "cpu": cpu, "pipeline": marks["end"] - marks["start"],
+                  "steady_rate": steady,
                   "succeeded": s.succeeded, "errored": s.errored,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
@@ -135,7 +148,8 @@ print(json.dumps({"wall": wall, "cpu": cpu, "pipeline": marks["end"] - marks["st
 def run_eval_child(api_url: str, dataset_dir: Path, concurrency: int, work_dir: Path,
                    subset: str = "bench") -> dict:
     """One ``run_task`` in a fresh process: wall s (everything, imports and report included),
-    pipeline s (the streaming phase alone), CPU s, peak RSS MB, counts."""
+    pipeline s (the streaming phase alone), steady_rate (requests/s completed between the
+    first wave's end and the last wave's start), CPU s, peak RSS MB, counts."""
     cfg = {"model": "sim", "api_url": api_url, "datasets": ["general_vqa"],
            "dataset_args": {"general_vqa": {"local_path": str(dataset_dir), "subset_list": [subset]}},
            "eval_batch_size": concurrency, "work_dir": str(work_dir), "ignore_errors": True}
