@@ -8,6 +8,7 @@ re-aggregates the saved reviews into the JSON reports, the table and the HTML pa
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,7 @@ async def _process_dataset(cfg: TaskConfig, store: RunStore, name: str, skipped:
     acc = MetricAccumulator()
     groups = GroupStage(scorers)
     rows_all: list[dict[str, Any]] = []
+    stale = 0
     for dataset, subset in store.saved_subsets():
         if dataset != name:
             continue
@@ -146,10 +148,17 @@ async def _process_dataset(cfg: TaskConfig, store: RunStore, name: str, skipped:
                                   ctx.judge_concurrency, groups)
             continue
         for review in store.load_reviews(name, subset).values():
+            row = rows.get((review.get("sample_id"), review.get("repeat")))
+            if not _current(review, row, keys):
+                stale += 1
+                continue
             score = score_from_json(review)
-            row = rows.get((score.sample_id, score.repeat))
             category = category_of(row["sample"]["metadata"]) if row else None
-            acc.add(subset, score, keys.get(score.scorer, tuple(score.values)), category)
+            acc.add(subset, score, keys[score.scorer], category)
+    if stale:
+        logging.getLogger("groundscope").info(
+            "%s: %d saved scores left out (a metric no longer configured, or a sample asked "
+            "again since)", name, stale)
     for subset, score, group_keys in await groups.finish():  # re-scored groups (rescore only)
         store.append_score(name, subset, score, GROUP_REQUEST_HASH)
         acc.add(subset, score, group_keys)
@@ -161,6 +170,19 @@ async def _process_dataset(cfg: TaskConfig, store: RunStore, name: str, skipped:
     rep = add_grounding_stats(rep, cfg.judge, store)
     store.write_report(name, rep.model_dump(mode="json"))
     return rep
+
+
+def _current(review: Mapping[str, Any], row: Mapping[str, Any] | None,
+             keys: Mapping[str, tuple[str, ...]]) -> bool:
+    """Whether a saved score counts in the report, as it would in the run: its scorer is
+    configured now, and it scored the saved prediction (same request hash; a group score
+    belongs to no single prediction)."""
+    if review.get("scorer") not in keys:
+        return False
+    digest = review.get("request_hash")
+    if digest == GROUP_REQUEST_HASH:
+        return True
+    return row is not None and digest == row.get("request_hash")
 
 
 async def _rescore_subset(store: RunStore, name: str, subset: str, rows: Iterable[dict[str, Any]],
