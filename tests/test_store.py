@@ -80,3 +80,34 @@ def test_timestamped_run_dirs_never_collide(tmp_path: Path) -> None:
     a = RunStore.create(tmp_path, "m")
     b = RunStore.create(tmp_path, "m")
     assert a.run_dir != b.run_dir
+
+
+def test_a_run_directory_is_locked_while_in_use(tmp_path: Path) -> None:
+    """Another process cannot open a run directory in use; stores of one process share it."""
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+
+    from groundscope.errors import StoreError
+    from groundscope.store import LOCK_FILE
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from groundscope.store import RunStore; "
+         f"s = RunStore.create({str(tmp_path)!r}, 'm', no_timestamp=True); print('locked', flush=True); "
+         "sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with pytest.raises(StoreError, match=rf"in use by another groundscope process \(pid {holder.pid}\)"):
+            RunStore.open(tmp_path, "m")
+    finally:
+        holder.communicate("")  # it exits: the system drops its lock
+    first = RunStore.open(tmp_path, "m")
+    assert (tmp_path / LOCK_FILE).read_text().strip() == str(os.getpid())
+    second = RunStore.open(tmp_path, "m")  # same process: shared
+    first.unlock()
+    second.unlock()
+    probe = subprocess.run([sys.executable, "-c", "from groundscope.store import RunStore; "
+                            f"RunStore.open({str(tmp_path)!r}, 'm')"], capture_output=True, text=True)
+    assert probe.returncode == 0, probe.stderr  # released by both

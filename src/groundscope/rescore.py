@@ -108,20 +108,21 @@ async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescor
                          timeout=cfg.timeout, max_retries=cfg.max_retries,
                          simulator=cfg.simulator)
     try:
-        reports = [await _process_dataset(cfg, store, name, skipped.get(name, 0), rescore, ctx)
-                   for name in cfg.datasets]
+        try:
+            reports = [await _process_dataset(cfg, store, name, skipped.get(name, 0), rescore, ctx)
+                       for name in cfg.datasets]
+        finally:
+            await ctx.aclose()
+            store.close()
+        try:  # the JSON reports are written; a rendering failure must not undo them
+            from groundscope.report.html import write_html
+
+            write_html(run_dir)
+        except Exception as exc:
+            logging.getLogger("groundscope").error("could not write report.html: %s: %s",
+                                                   type(exc).__name__, exc)
     finally:
-        await ctx.aclose()
-        store.close()
-    try:  # the JSON reports are written; a rendering failure must not undo them
-        from groundscope.report.html import write_html
-
-        write_html(run_dir)
-    except Exception as exc:
-        import logging
-
-        logging.getLogger("groundscope").error("could not write report.html: %s: %s",
-                                               type(exc).__name__, exc)
+        store.unlock()
     return Report(run_dir=str(run_dir), model=cfg.model_name, datasets=reports)
 
 

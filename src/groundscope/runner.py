@@ -80,6 +80,12 @@ class Runner:
     # ------------------------------------------------------------------ top level
 
     async def run(self) -> Report:
+        try:
+            return await self._run()
+        finally:
+            self.store.unlock()
+
+    async def _run(self) -> Report:
         cfg = self.cfg
         logs.configure(debug=cfg.debug, secrets=cfg.secrets(), log_file=self.store.log_file)
         log.info("run directory: %s", self.run_dir)

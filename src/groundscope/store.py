@@ -23,8 +23,10 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
+import threading
+import weakref
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -252,14 +254,82 @@ class _Shard:
         self.keys = array("q", sorted(set(self.keys)))
 
 
+LOCK_FILE = ".groundscope.lock"
+_HELD: dict[str, list[int]] = {}  # real path of a locked run directory -> [fd, holders]
+_HELD_GUARD = threading.Lock()
+
+
+def _lock_dir(run_dir: Path) -> bool:
+    """Hold ``run_dir``'s lock for one more store of this process; False if there is no lock
+    to take (not POSIX, or a read-only directory: nothing will be appended to it either)."""
+    try:
+        import fcntl
+    except ImportError:
+        return False
+    key = os.path.realpath(run_dir)
+    with _HELD_GUARD:
+        held = _HELD.get(key)
+        if held is not None:
+            held[1] += 1
+            return True
+        try:
+            fd = os.open(os.path.join(key, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            os.close(fd)
+            who = f" (pid {holder})" if holder.isdigit() else ""
+            raise StoreError(f"{run_dir}: in use by another groundscope process{who}; "
+                             "let it finish (or stop it), then try again") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _HELD[key] = [fd, 1]
+        return True
+
+
+def _unlock_dir(run_dir: Path) -> None:
+    key = os.path.realpath(run_dir)
+    with _HELD_GUARD:
+        held = _HELD.get(key)
+        if held is None:
+            return
+        held[1] -= 1
+        if held[1] <= 0:
+            del _HELD[key]
+            os.close(held[0])  # the system drops the flock with its last descriptor
+
+
 class RunStore:
-    """Owns one run directory. Not thread-safe: used from the runner's event loop only."""
+    """Owns one run directory. Not thread-safe: used from the runner's event loop only.
+
+    ``create`` and ``open`` take an exclusive lock on the directory (``flock`` on
+    ``.groundscope.lock``, which holds the owner's pid) until :meth:`unlock`, so two
+    processes never append to one run at once; the system drops the lock of a process that
+    dies, so a crash leaves nothing to clean up.
+    """
 
     def __init__(self, run_dir: Path, model_name: str) -> None:
         self.run_dir = run_dir
         self.model_dir = safe_name(model_name)
         self._shards: dict[Path, _Shard] = {}
         self._paths: dict[tuple[str, str, str], Path] = {}
+        self._unlock: Callable[[], None] | None = None
+
+    def lock(self) -> RunStore:
+        """Take the directory's lock (StoreError when another process holds it). Stores of
+        one process share it: it is released when the last of them unlocks."""
+        if self._unlock is None and _lock_dir(self.run_dir):
+            self._unlock = weakref.finalize(self, _unlock_dir, self.run_dir)  # also if dropped
+        return self
+
+    def unlock(self) -> None:
+        """Release this store's hold on the directory's lock (idempotent)."""
+        release, self._unlock = self._unlock, None
+        if release is not None:
+            release()
 
     # -- opening
 
@@ -276,14 +346,14 @@ class RunStore:
                 n += 1
                 run_dir = root / f"{stamp}_{n}"
         run_dir.mkdir(parents=True, exist_ok=True)
-        return cls(run_dir, model_name)
+        return cls(run_dir, model_name).lock()
 
     @classmethod
     def open(cls, run_dir: str | Path, model_name: str) -> RunStore:
         path = Path(run_dir)
         if not path.is_dir():
             raise StoreError(f"use_cache: run directory not found: {path}")
-        return cls(path, model_name)
+        return cls(path, model_name).lock()
 
     # -- paths
 
