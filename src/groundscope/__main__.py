@@ -2,6 +2,6 @@
 
 import sys
 
-from groundscope.cli import main
+from groundscope.cli import entry
 
-sys.exit(main())
+sys.exit(entry())

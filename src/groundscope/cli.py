@@ -277,5 +277,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def entry() -> int:
+    """The ``groundscope`` command: :func:`main`, then a quick exit. Everything is written
+    and closed by then; freezing the heap spares the interpreter's final garbage collection
+    (~50 ms after a run), while exit handlers still run."""
+    code = main()
+    import gc
+
+    gc.freeze()
+    return code
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(entry())

@@ -22,6 +22,8 @@ their names.
 
 from __future__ import annotations
 
+import math
+import operator
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -165,16 +167,16 @@ def bootstrap_ci(values: Sequence[float], *, seed: int = 0, resamples: int = 100
     >>> bootstrap_ci([0.5, 0.5], weights=[2.0, 4.0])
     (0.5, 0.5)
     """
+    n = len(values)
+    if n == 0 or (weights is not None and math.fsum(weights) <= 0):
+        return (float("nan"), float("nan"))
+    alpha = (1.0 - level) / 2.0
+    if n > _BOOTSTRAP_MAX_N:  # pure Python: a large run's report does not import numpy
+        return _normal_ci(values, weights, alpha)
     import numpy as np
 
     data = np.asarray(values, dtype=float)
     w = None if weights is None else np.asarray(weights, dtype=float)
-    n = data.size
-    if n == 0 or (w is not None and w.sum() <= 0):
-        return (float("nan"), float("nan"))
-    alpha = (1.0 - level) / 2.0
-    if n > _BOOTSTRAP_MAX_N:
-        return _normal_ci(data, w, alpha)
     rng = np.random.default_rng(seed)
     means = np.empty(resamples)
     chunk = max(1, min(resamples, 2_000_000 // n))
@@ -191,20 +193,22 @@ def bootstrap_ci(values: Sequence[float], *, seed: int = 0, resamples: int = 100
     return (float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha)))
 
 
-def _normal_ci(data: Any, w: Any, alpha: float) -> tuple[float, float]:
+def _normal_ci(values: Sequence[float], weights: Sequence[float] | None,
+               alpha: float) -> tuple[float, float]:
+    """``mean ± z·se`` (a ratio's se linearised), clipped to [0, 1]; sums are exact (fsum)."""
     from statistics import NormalDist
 
-    import numpy as np
-
-    n = data.size
+    n = len(values)
     z = NormalDist().inv_cdf(1.0 - alpha)
-    if w is None:
-        mean = float(data.mean())
-        half = z * float(data.std(ddof=1)) / n**0.5
+    if weights is None:
+        mean = math.fsum(values) / n
+        sd = math.sqrt(math.fsum((x - mean) ** 2 for x in values) / (n - 1))
+        half = z * sd / math.sqrt(n)
     else:
-        total = float(w.sum())
-        mean = float((data * w).sum()) / total
-        half = z * float(np.sqrt((n / (n - 1)) * ((w * (data - mean)) ** 2).sum())) / total
+        total = math.fsum(weights)
+        mean = math.fsum(map(operator.mul, values, weights)) / total
+        spread = math.fsum((wt * (x - mean)) ** 2 for x, wt in zip(values, weights, strict=True))
+        half = z * math.sqrt((n / (n - 1)) * spread) / total
     return (max(0.0, mean - half), min(1.0, mean + half))
 
 
