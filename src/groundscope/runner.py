@@ -48,6 +48,8 @@ from groundscope.types import Prediction, PredictionStatus, Sample, Score, Score
 
 log = logging.getLogger("groundscope")
 
+_READ_AHEAD = 16  # records read and waiting for a model slot, at most
+
 
 class Runner:
     """Runs one ``TaskConfig``. Use ``await Runner(cfg).run()``; see ``run_task``."""
@@ -190,23 +192,28 @@ class Runner:
     async def _evaluate(self, client: Any) -> None:
         """Feed items to tasks. Two stages with their own bounds: model requests
         (``eval_batch_size``) and scoring (``judge_concurrency``), so slow judging never
-        holds a model slot; the number of live items is bounded by their sum."""
+        holds a model slot; the number of live items is bounded by their sum. A record is
+        read only when few enough are waiting for a model slot (``_READ_AHEAD``): the first
+        wave is not slowed by reading records the next waves will need."""
         n_model = self.cfg.eval_batch_size
         n_score = self.cfg.judge_concurrency or n_model
         live = asyncio.Semaphore(n_model + n_score)
+        ahead = asyncio.Semaphore(min(n_model, _READ_AHEAD))
         self._model_slots = asyncio.Semaphore(n_model)
         self._score_slots = asyncio.Semaphore(n_score)
         self._progress.open()
+        items = self._items()
         try:
             async with asyncio.TaskGroup() as tg:
-                for item in self._items():
-                    if self._stop_reason:
-                        break
+                while not self._stop_reason:
                     await live.acquire()
-                    if self._stop_reason:
+                    await ahead.acquire()
+                    item = None if self._stop_reason else next(items, None)  # read it now
+                    if item is None:
                         live.release()
+                        ahead.release()
                         break
-                    tg.create_task(self._guarded(client, item, live))
+                    tg.create_task(self._guarded(client, item, live, ahead))
                     # Let the new task build and send its request before the next record is
                     # read: the first wave goes out while later records load, not after.
                     await asyncio.sleep(0)
@@ -219,15 +226,22 @@ class Runner:
                 first = first.exceptions[0]
             raise first from None
 
-    async def _guarded(self, client: Any, item: Item, live: asyncio.Semaphore) -> None:
+    async def _guarded(self, client: Any, item: Item, live: asyncio.Semaphore,
+                       ahead: asyncio.Semaphore) -> None:
         try:
-            await self._process(client, item)
+            await self._process(client, item, ahead)
         finally:
             live.release()
 
-    async def _process(self, client: Any, item: Item) -> None:
-        async with self._model_slots:
+    async def _process(self, client: Any, item: Item, ahead: asyncio.Semaphore) -> None:
+        try:
+            await self._model_slots.acquire()
+        finally:
+            ahead.release()  # no longer waiting: the feeder may read another record
+        try:
             pred, req_hash, cached = await self._obtain_prediction(client, item)
+        finally:
+            self._model_slots.release()
         self._count(item.run, pred, from_cache=cached)
         # The freed model slot's next request goes out before this one is scored.
         await asyncio.sleep(0)
