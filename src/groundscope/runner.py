@@ -72,6 +72,7 @@ class Runner:
         self._done = 0
         self._errored = 0
         self._stop_reason: str | None = None
+        self._chinese_warming = False
         self._progress = Progress(self.progress)
         self._scrub = logs.Redactor(cfg.secrets()).scrub  # for error texts saved in outputs
 
@@ -157,10 +158,13 @@ class Runner:
     def _items(self) -> Iterator[Item]:
         for run in self.datasets:
             seen: dict[str, str] = {}
+            text_metrics = any(getattr(s, "warm", None) is not None for s in run.scorers)
             for subset, item in iter_samples(self.cfg, run, strict=self.cfg.strict):
                 if isinstance(item, RecordError):
                     self._skip(run, subset, str(item))
                     continue
+                if text_metrics and not self._chinese_warming:
+                    self._warm_chinese_for(item)
                 first = seen.setdefault(item.id, str(item.origin))
                 if first != str(item.origin):
                     self._skip(run, subset, f"{item.origin}: id: duplicate sample id {item.id!r} "
@@ -173,6 +177,16 @@ class Runner:
         run.summary.skipped += 1
         self.store.append_skipped(run.name, subset, problem)
         log.warning("skipped bad record: %s", problem)
+
+    def _warm_chinese_for(self, sample: Sample) -> None:
+        """Load jieba in a background thread once a reference holds Chinese: the dictionary
+        loads while this sample's request is in flight, not at its first score."""
+        from groundscope.scoring.tokenize import contains_chinese, warm_chinese
+
+        if any(contains_chinese(t) for t in sample.target):
+            self._chinese_warming = True
+            threading.Thread(target=_quietly, args=(warm_chinese,), name="groundscope-jieba",
+                             daemon=True).start()
 
     def _warm_up_scorers(self) -> None:
         """Run scorers' one-off set-up (tokenizers) in a thread while the first requests are
@@ -400,6 +414,13 @@ class Runner:
         except Exception as exc:
             log.error("could not write report.html: %s: %s", type(exc).__name__, exc)
         return Report(run_dir=str(self.run_dir), model=self.cfg.model_name, datasets=out)
+
+
+def _quietly(fn: Any) -> None:
+    try:
+        fn()
+    except Exception as exc:  # the scorer meets the same failure and reports it
+        log.debug("warm-up failed: %s", exc)
 
 
 def run_task(task_cfg: Any = None, **kwargs: Any) -> Report:
