@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -134,3 +138,29 @@ async def test_client_exceptions_never_quote_the_key(rejecting: SimulatorServer)
     assert exc.status == 401 and "Incorrect API key provided: ***" in str(exc)
     for text in (str(exc), repr(exc), str(exc.args), repr(client)):
         assert MODEL_KEY not in text
+
+
+def test_a_judge_key_from_the_environment_is_saved_by_name(data: Path, sim: SimulatorServer,
+                                                           tmp_path: Path) -> None:
+    """config.json keeps ``$GS_JUDGE_KEY`` (a name, no secret), so ``groundscope score`` on a
+    judge-cache miss finds the key again where the variable is set, and goes on without it
+    where it is not."""
+    run = tmp_path / "run"
+    proc = _run(data, sim.base_url, run, "--judge", _judge(sim.base_url))
+    assert proc.returncode == 0, proc.stderr
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["judge"]["models"][0]["api_key"] == "$GS_JUDGE_KEY"
+    assert saved["api_key"] == "***"  # given as a literal: hidden
+    shutil.rmtree(run / "cache")  # every judgement must be asked again
+    sim.reset()
+    proc = run_cli(["score", str(run)], cwd=tmp_path, GS_JUDGE_KEY=JUDGE_KEY)
+    assert proc.returncode == 0, proc.stderr
+    assert sim.requests() and _sent_as_bearer(sim.requests(), JUDGE_KEY)
+    _assert_nowhere(tmp_path, proc.stdout, proc.stderr)
+    shutil.rmtree(run / "cache")
+    sim.reset()
+    env = {k: v for k, v in os.environ.items() if k != "GS_JUDGE_KEY"}
+    proc = subprocess.run([sys.executable, "-m", "groundscope", "score", str(run)], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert sim.requests() and not _sent_as_bearer(sim.requests(), JUDGE_KEY)

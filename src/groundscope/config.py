@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator
 
 from groundscope import compat
 from groundscope.errors import ConfigError
@@ -138,6 +138,9 @@ class SimulatorArgs(_Strict):
 class TaskConfig(_Strict):
     """Everything one evaluation run needs. See the README for each field."""
 
+    # api_key paths given as $NAME / ${NAME} -> that reference (saved instead of ***)
+    _env_refs: dict[str, str] = PrivateAttr(default_factory=dict)
+
     model: str = "groundscope-sim"
     model_id: str | None = None
     api_url: str | None = None
@@ -187,13 +190,17 @@ class TaskConfig(_Strict):
     def redacted(self) -> dict[str, Any]:
         """The config as JSON-able data with every secret replaced by ``***``."""
         data = self.model_dump(mode="json")
+        refs = self._env_refs
         if self.api_key is not None:
-            data["api_key"] = "***"
+            data["api_key"] = refs.get("api_key", "***")
         if self.judge is not None:
-            grounding = data["judge"].get("grounding") or {}
-            for m in [*data["judge"]["models"], *grounding.get("models", [])]:
-                if m.get("api_key") is not None:
-                    m["api_key"] = "***"
+            blocks = [("judge", data["judge"])]
+            if data["judge"].get("grounding"):
+                blocks.append(("judge.grounding", data["judge"]["grounding"]))
+            for where, block in blocks:
+                for i, m in enumerate(block.get("models", [])):
+                    if m.get("api_key") is not None:
+                        m["api_key"] = refs.get(f"{where}.models[{i}].api_key", "***")
         return data
 
     def secrets(self) -> list[str]:
@@ -229,19 +236,29 @@ def _check_keys(data: Mapping[str, Any], model: type[BaseModel], where: str) -> 
             raise ConfigError(f"{where}: unknown key {key!r}{_did_you_mean(key, allowed)}")
 
 
-def _expand_secrets(data: dict[str, Any]) -> dict[str, Any]:
+def _expand_secrets(data: dict[str, Any], refs: dict[str, str]) -> dict[str, Any]:
+    """``data`` with ``$NAME`` API keys expanded; ``refs`` gets each expanded key's path and
+    reference (a variable's name is no secret: saved configs keep it, so a later ``score``
+    finds the key again)."""
     if isinstance(data.get("api_key"), str):
-        data["api_key"] = expand_env(data["api_key"], "api_key")
+        data["api_key"] = _expand_key(data["api_key"], "api_key", refs)
     judge = data.get("judge")
     if isinstance(judge, Mapping):
-        judge = _expand_model_keys(judge, "judge")
+        judge = _expand_model_keys(judge, "judge", refs)
         if isinstance(judge.get("grounding"), Mapping):
-            judge["grounding"] = _expand_model_keys(judge["grounding"], "judge.grounding")
+            judge["grounding"] = _expand_model_keys(judge["grounding"], "judge.grounding", refs)
         data["judge"] = judge
     return data
 
 
-def _expand_model_keys(block: Mapping[str, Any], where: str) -> dict[str, Any]:
+def _expand_key(value: str, where: str, refs: dict[str, str]) -> str:
+    expanded = expand_env(value, where)
+    if _ENV_REF.match(value.strip()):
+        refs[where] = value.strip()
+    return expanded
+
+
+def _expand_model_keys(block: Mapping[str, Any], where: str, refs: dict[str, str]) -> dict[str, Any]:
     """``block`` with ``$ENV`` API keys of its ``models`` (one or a list) expanded."""
     block = dict(block)
     models = block.get("models")
@@ -250,7 +267,7 @@ def _expand_model_keys(block: Mapping[str, Any], where: str) -> dict[str, Any]:
     for i, m in enumerate(many):
         m = dict(m) if isinstance(m, Mapping) else m
         if isinstance(m, dict) and isinstance(m.get("api_key"), str):
-            m["api_key"] = expand_env(m["api_key"], f"{where}.models[{i}].api_key")
+            m["api_key"] = _expand_key(m["api_key"], f"{where}.models[{i}].api_key", refs)
         fixed.append(m)
     if models is not None:
         block["models"] = fixed
@@ -288,11 +305,13 @@ def load_config(source: TaskConfig | Mapping[str, Any] | str | Path) -> TaskConf
         _check_keys(data["judge"], JudgeConfig, "judge")
         if isinstance(data["judge"].get("grounding"), Mapping):
             _check_keys(data["judge"]["grounding"], GroundingConfig, "judge.grounding")
-    data = _expand_secrets(data)
+    refs: dict[str, str] = {}
+    data = _expand_secrets(data, refs)
     try:
         cfg = TaskConfig.model_validate(data)
     except ValidationError as err:
         raise ConfigError(_format_validation_error(err)) from None
+    cfg._env_refs.update(refs)
     _cross_check(cfg)
     return cfg
 

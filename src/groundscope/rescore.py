@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -47,17 +48,31 @@ def load_run_config(run_dir: Path, judge: Mapping[str, Any] | None = None) -> Ta
         raise StoreError(f"{run_dir}: not a groundscope run directory (no config.json)")
     data = orjson.loads(path.read_bytes())
     data.pop("schema_version", None)
-    if data.get("api_key") == "***":
-        data["api_key"] = None
+    data["api_key"] = None  # the evaluated model is never called again
     if judge is not None:
         data["judge"] = dict(judge)
     elif isinstance(data.get("judge"), dict):
         grounding = data["judge"].get("grounding") or {}
-        for m in [*data["judge"].get("models", []), *grounding.get("models", [])]:
-            if m.get("api_key") == "***":
-                m["api_key"] = None
+        blocks = [("judge", data["judge"].get("models", [])),
+                  ("judge.grounding", grounding.get("models", []))]
+        for where, models in blocks:
+            for i, m in enumerate(models):
+                m["api_key"] = _saved_key(m.get("api_key"), f"{where}.models[{i}].api_key")
     data["use_cache"] = None
     return load_config(data)
+
+
+def _saved_key(value: Any, where: str) -> str | None:
+    """A judge key as saved: a ``$NAME`` reference stays (expanded on load) if the variable
+    is set here; a hidden key (``***``) or an unset variable gives none."""
+    if not isinstance(value, str) or value == "***":
+        return None
+    name = value.strip().lstrip("$").strip("{}")
+    if value.strip().startswith("$") and name not in os.environ:
+        logging.getLogger("groundscope").info(
+            "%s: %s is not set here; judge requests (if any) go without a key", where, value)
+        return None
+    return value
 
 
 def _dataset_meta(name: str) -> tuple[str, str, tuple[str, ...]]:
