@@ -73,6 +73,7 @@ class Runner:
         self._errored = 0
         self._stop_reason: str | None = None
         self._chinese_warming = False
+        self._warmed = False
         self._progress = Progress(self.progress)
         self._scrub = logs.Redactor(cfg.secrets()).scrub  # for error texts saved in outputs
 
@@ -120,7 +121,6 @@ class Runner:
                     concurrency=cfg.eval_batch_size,
                 )
                 stack.push_async_callback(client.aclose)
-                self._warm_up_scorers()
                 await self._evaluate(client)
                 await self._finish_groups()
             for run in self.datasets:
@@ -189,17 +189,19 @@ class Runner:
                              daemon=True).start()
 
     def _warm_up_scorers(self) -> None:
-        """Run scorers' one-off set-up (tokenizers) in a thread while the first requests are
-        in flight, so it does not stall the event loop at the first score."""
+        """Run scorers' one-off set-up (tokenizers) in a thread while requests are in flight,
+        so it does not stall the event loop at the first score. Called once the first wave
+        is out (every model slot busy, or nothing more to send): set-up competing for the
+        interpreter with the first requests would only delay them."""
+        if self._warmed:
+            return
+        self._warmed = True
         warms = {id(w): w for run in self.datasets for s in run.scorers
                  if (w := getattr(s, "warm", None)) is not None}
         if warms:
             def warm_all() -> None:
                 for fn in warms.values():
-                    try:
-                        fn()
-                    except Exception as exc:
-                        log.debug("scorer warm-up failed: %s", exc)
+                    _quietly(fn)
 
             threading.Thread(target=warm_all, name="groundscope-warm-up", daemon=True).start()
 
@@ -231,6 +233,9 @@ class Runner:
                     # Let the new task build and send its request before the next record is
                     # read: the first wave goes out while later records load, not after.
                     await asyncio.sleep(0)
+                    if self._model_slots.locked():
+                        self._warm_up_scorers()
+                self._warm_up_scorers()
         except BaseExceptionGroup as group:  # a user error stays one line, not a traceback
             mine, other = group.split(GroundscopeError)
             if mine is None or other is not None:
@@ -420,7 +425,7 @@ def _quietly(fn: Any) -> None:
     try:
         fn()
     except Exception as exc:  # the scorer meets the same failure and reports it
-        log.debug("warm-up failed: %s", exc)
+        log.debug("scorer warm-up failed: %s", exc)
 
 
 def run_task(task_cfg: Any = None, **kwargs: Any) -> Report:
