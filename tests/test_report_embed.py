@@ -55,3 +55,53 @@ def test_audio_video_and_inline(tmp_path: Path) -> None:
     assert "blob" not in inline and inline["name"].startswith("image:sha256:")
     url = table.entries[table.ref("image", "https://example.org/x.jpg", None)]
     assert "blob" not in url  # remote media are never fetched
+
+
+def test_a_run_makes_its_page_thumbnails_ahead_in_a_background_thread(
+        tmp_path: Path, monkeypatch) -> None:
+    """The end-of-run page's thumbnails are made while the run waits on the model, off the
+    event loop's thread; the page embeds exactly those."""
+    import json
+    import threading
+
+    from groundscope import run_task
+    from groundscope.client.simulator import SimulatorServer
+    from groundscope.report import embed
+
+    made: list[str] = []
+    real = embed._thumbnail_uri
+
+    def recording(data: bytes) -> str | None:
+        made.append(threading.current_thread().name)
+        return real(data)
+
+    monkeypatch.setattr(embed, "_thumbnail_uri", recording)
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(5):
+        _big_png(data / f"{i}.png", i)
+    rows = [{"id": f"q{i}", "answer": "x", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": f"Question {i}?"},
+        {"type": "image_url", "image_url": {"url": f"{i % 5}.png"}}]}]} for i in range(10)]
+    (data / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with SimulatorServer() as url:
+        report = run_task({"model": "m", "api_url": url, "datasets": ["general_vqa"],
+                           "dataset_args": {"general_vqa": {"local_path": str(data)}},
+                           "work_dir": str(tmp_path / "out")})
+    assert made == ["groundscope-thumbnails"] * 5  # one per distinct file, none on the loop
+    page = (Path(report.run_dir) / "report.html").read_text()
+    expected = [real((data / f"{i}.png").read_bytes()) for i in range(5)]
+    assert all(uri is not None and uri in page for uri in expected)
+
+
+def test_a_prefetched_thumbnail_is_not_used_for_a_changed_file(tmp_path: Path) -> None:
+    from groundscope.report import embed
+
+    path = _big_png(tmp_path / "a.png", 1)
+    prefetch = embed.ThumbnailPrefetch()
+    prefetch.offer(path)
+    prefetch.close()
+    old = path.read_bytes()
+    assert embed._prefetched(path, old) == embed._thumbnail_uri(old)
+    _big_png(path, 2)  # new content, size and mtime
+    assert embed._prefetched(path, path.read_bytes()) is None

@@ -15,6 +15,7 @@ everything finished is kept, and ``--use-cache RUN_DIR`` resumes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 import threading
@@ -73,6 +74,9 @@ class Runner:
         self._errored = 0
         self._stop_reason: str | None = None
         self._chinese_warming = False
+        from groundscope.report.embed import ThumbnailPrefetch
+
+        self._thumbs = ThumbnailPrefetch()
         self._warmed = False
         self._progress = Progress(self.progress)
         self._scrub = logs.Redactor(cfg.secrets()).scrub  # for error texts saved in outputs
@@ -130,6 +134,7 @@ class Runner:
         finally:
             self._progress.close()
             self.store.close()
+            self._thumbs.close()
         report = self._build_report()
         if self._stop_reason:
             logs.close()
@@ -165,6 +170,8 @@ class Runner:
                     continue
                 if text_metrics and not self._chinese_warming:
                     self._warm_chinese_for(item)
+                if self._thumbs.wanted:
+                    self._offer_thumbnails(item)
                 first = seen.setdefault(item.id, str(item.origin))
                 if first != str(item.origin):
                     self._skip(run, subset, f"{item.origin}: id: duplicate sample id {item.id!r} "
@@ -177,6 +184,20 @@ class Runner:
         run.summary.skipped += 1
         self.store.append_skipped(run.name, subset, problem)
         log.warning("skipped bad record: %s", problem)
+
+    def _offer_thumbnails(self, sample: Sample) -> None:
+        """Local images of the first samples: the end-of-run page's thumbnails are made from
+        them in a background thread while the run waits on the model."""
+        from groundscope import media
+        from groundscope.types import MediaPart, Modality
+
+        for msg in sample.messages:
+            if isinstance(msg.content, str):
+                continue
+            for part in msg.content:
+                if isinstance(part, MediaPart) and part.media.kind is Modality.IMAGE:
+                    with contextlib.suppress(GroundscopeError):  # inline or remote: no file
+                        self._thumbs.offer(media.resolve_path(part.media))
 
     def _warm_chinese_for(self, sample: Sample) -> None:
         """Load jieba in a background thread once a reference holds Chinese: the dictionary

@@ -8,6 +8,11 @@ the directory of the sample's ``origin`` file, then the current directory (as in
 Size is bounded three ways: images become thumbnails of at most ``THUMB_PX`` pixels a side;
 identical files (by content hash) are embedded once; and once ``budget`` bytes of data URIs
 are embedded, further media are shown by name only. Remote URLs are never fetched.
+
+Thumbnails are the costly part (decoding a photo takes ~2 ms), so a run makes the first
+ones its end-of-run page will show in a background thread while it waits on the model
+(:class:`ThumbnailPrefetch`; Pillow decodes without holding the interpreter lock); the page
+takes them from there, by file identity (path, size, mtime), and makes any others itself.
 """
 
 from __future__ import annotations
@@ -15,7 +20,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import os
+import queue
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,7 +107,12 @@ class MediaTable:
         digest = hashlib.sha256(data).hexdigest()
         if digest in self._by_hash:
             return self._by_hash[digest], None
-        uri = _audio_uri(data) if kind == "audio" else _thumbnail_uri(data)
+        if kind == "audio":
+            uri = _audio_uri(data)
+        else:
+            uri = _prefetched(path, data)
+            if uri is None:
+                uri = _thumbnail_uri(data)
         if uri is None:
             return None, f"not a readable {kind}"
         self.used += len(uri)
@@ -110,6 +123,83 @@ class MediaTable:
 
 def _size(n: int) -> str:
     return f"{n / 1024 / 1024:.1f} MB" if n >= 1024 * 1024 else f"{n / 1024:.0f} KB"
+
+
+_FileKey = tuple[str, int, int]  # (path, size, mtime_ns)
+_PREFETCHED: dict[_FileKey, str] = {}
+_PREFETCHED_GUARD = threading.Lock()
+
+
+def _file_key(path: Path | str) -> _FileKey | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (os.path.realpath(path), info.st_size, info.st_mtime_ns)
+
+
+def _prefetched(path: Path, data: bytes) -> str | None:
+    """A thumbnail made ahead of time for this very file (same size and mtime), if any."""
+    key = _file_key(path)
+    if key is None or key[1] != len(data):
+        return None
+    with _PREFETCHED_GUARD:
+        return _PREFETCHED.get(key)
+
+
+class ThumbnailPrefetch:
+    """Makes thumbnails of offered image files in a daemon thread until ``budget`` bytes of
+    data URIs are made (at most ``max_files`` files are taken). ``close`` waits for the
+    thread; the thumbnails stay for the page, until the next prefetch starts."""
+
+    def __init__(self, budget: int = END_OF_RUN_BUDGET, *, max_files: int = 256) -> None:
+        self.budget, self.max_files = budget, max_files
+        self.made = 0  # bytes of data URIs made so far
+        self._offered: set[str] = set()
+        self._queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        with _PREFETCHED_GUARD:
+            _PREFETCHED.clear()
+
+    @property
+    def wanted(self) -> bool:
+        """Whether more files are still taken."""
+        return len(self._offered) < self.max_files and self.made < self.budget
+
+    def offer(self, path: Path | str) -> None:
+        path = str(path)
+        if not self.wanted or path in self._offered:
+            return
+        self._offered.add(path)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name="groundscope-thumbnails",
+                                            daemon=True)
+            self._thread.start()
+        self._queue.put(path)
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def _work(self) -> None:
+        while (path := self._queue.get()) is not None:
+            if self.made >= self.budget:
+                continue  # drain the queue: the page has enough
+            key = _file_key(path)
+            if key is None or key[1] > SOURCE_MAX_BYTES:
+                continue
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                continue
+            uri = _thumbnail_uri(data)
+            if uri is not None and len(data) == key[1]:
+                with _PREFETCHED_GUARD:
+                    _PREFETCHED[key] = uri
+                self.made += len(uri)
 
 
 def _thumbnail_uri(data: bytes) -> str | None:
