@@ -1,4 +1,4 @@
-"""The English tokenizer's spec cache (``groundscope.scoring.english``): the first build
+"""The English tokenizer's spec cache (``groundscope.scoring.english_spec``): the first build
 imports nltk and writes the spec, later builds use it without importing nltk, and either
 way tokens are NLTK's. Every test uses its own cache dir under tmp_path."""
 
@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from groundscope.scoring import english as E
+from groundscope.scoring import english_spec as S
 
 Tokenize = Callable[[str], list[str]]
 
@@ -90,7 +91,7 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _spec_file() -> Path:
-    location = E._spec_location()
+    location = S.spec_location()
     assert location is not None
     return Path(location[0])
 
@@ -109,7 +110,7 @@ def _rewrite(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
     spec = json.loads(path.read_text())
     del spec["digest"]
     change(spec)
-    path.write_text(json.dumps({**spec, "digest": E._digest(spec)}))
+    path.write_text(json.dumps({**spec, "digest": S._digest(spec)}))
 
 
 def _assert_matches(tokenizer: E.EnglishTokenizer, oracle: Tokenize, texts: list[str]) -> None:
@@ -124,35 +125,35 @@ def test_cache_dir_and_file_name(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setenv("GROUNDSCOPE_CACHE_DIR", "/srv/gs-cache")
     monkeypatch.setenv("XDG_CACHE_HOME", "/xdg")
-    assert E._cache_dir() == "/srv/gs-cache"
-    location = E._spec_location()
+    assert S._cache_dir() == "/srv/gs-cache"
+    location = S.spec_location()
     assert location is not None
-    assert location == (f"/srv/gs-cache/english-spec-v{E._SPEC_FORMAT}-nltk-{version('nltk')}.json",
+    assert location == (f"/srv/gs-cache/english-spec-v{S._SPEC_FORMAT}-nltk-{version('nltk')}.json",
                         version("nltk"))
     monkeypatch.delenv("GROUNDSCOPE_CACHE_DIR")
-    assert E._cache_dir() == "/xdg/groundscope"
+    assert S._cache_dir() == "/xdg/groundscope"
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/dir")  # not absolute: ignored, as XDG says
     monkeypatch.setenv("HOME", "/home/someone")
-    assert E._cache_dir() == "/home/someone/.cache/groundscope"
+    assert S._cache_dir() == "/home/someone/.cache/groundscope"
     monkeypatch.delenv("XDG_CACHE_HOME")
-    assert E._cache_dir() == "/home/someone/.cache/groundscope"
+    assert S._cache_dir() == "/home/someone/.cache/groundscope"
 
 
 def test_spec_built_tokenizer_matches_nltk(cache_dir: Path, nltk_tokenize: Tokenize) -> None:
     built = E._load_tokenizer()
     assert not built.from_spec and built._punkt is not None
     spec = json.loads(_spec_file().read_text())
-    assert spec["nltk"] == E._spec_location()[1]  # type: ignore[index]
+    assert spec["nltk"] == S.spec_location()[1]  # type: ignore[index]
     assert spec["origin"]["nltk_data"] == os.environ.get("NLTK_DATA")
     cached = E._load_tokenizer()
     assert cached.from_spec and cached._punkt is None
     # the same patterns: engine (each as nltk compiled it), source and flags
-    for ours, theirs in zip(E._patterns_of(cached._parts), E._patterns_of(built._parts), strict=True):
+    for ours, theirs in zip(S._patterns_of(cached._parts), S._patterns_of(built._parts), strict=True):
         assert type(ours) is type(theirs)
         assert (ours.pattern, ours.flags) == (theirs.pattern, theirs.flags)
-    engines = {p["engine"] for name in E._STEP_LISTS for p, _ in spec["parts"][name]}
-    engines |= {p["engine"] for name in E._PATTERN_LISTS for p in spec["parts"][name]}
-    assert engines <= set(E._ENGINES)
+    engines = {p["engine"] for name in S._STEP_LISTS for p, _ in spec["parts"][name]}
+    engines |= {p["engine"] for name in S._PATTERN_LISTS for p in spec["parts"][name]}
+    assert engines <= set(S._ENGINES)
     assert cached._parts.abbrev_types == built._parts.abbrev_types
     assert cached.needs_nltk_often == built.needs_nltk_often
 
@@ -294,7 +295,7 @@ def test_wrong_types_are_rebuilt(change: Callable[[dict[str, Any]], None], cache
     path = _warm_cache()
     _rewrite(path, change)
     with pytest.raises(Exception) as rejected:  # ours, or re / regex compile errors
-        E._decode_spec(path.read_text(), E._spec_location()[1])  # type: ignore[index]
+        S._decode_spec(path.read_text(), S.spec_location()[1])  # type: ignore[index]
     assert "digest" not in str(rejected.value)  # refused for the change itself
     tokenizer = E._load_tokenizer()
     assert not tokenizer.from_spec
@@ -318,8 +319,8 @@ def test_stale_spec_is_rebuilt(key: tuple[str, ...], value: object, reason: str,
                                nltk_tokenize: Tokenize) -> None:
     path = _warm_cache()
     _rewrite(path, _set(key, value))
-    with pytest.raises(E._SpecError, match=reason):
-        E._decode_spec(path.read_text(), E._spec_location()[1])  # type: ignore[index]
+    with pytest.raises(S._SpecError, match=reason):
+        S._decode_spec(path.read_text(), S.spec_location()[1])  # type: ignore[index]
     tokenizer = E._load_tokenizer()
     assert not tokenizer.from_spec
     _assert_matches(tokenizer, nltk_tokenize, FIXED_TEXTS[:6])
@@ -385,7 +386,7 @@ def test_punkt_tab_changes_invalidate_the_spec(cache_dir: Path, tmp_path: Path,
     data.mkdir()
     # as in a process started with NLTK_DATA set: nltk's search path begins with it
     monkeypatch.setenv("NLTK_DATA", str(data))
-    monkeypatch.setattr(nltk.data, "path", E._nltk_search_path())
+    monkeypatch.setattr(nltk.data, "path", S._nltk_search_path())
     path = _warm_cache()
     assert json.loads(path.read_text())["origin"]["probe"] == []
 
@@ -422,7 +423,7 @@ def test_spec_and_nltk_disagree_after_loading(cache_dir: Path, tmp_path: Path,
     data = tmp_path / "nltk_data"
     data.mkdir()
     monkeypatch.setenv("NLTK_DATA", str(data))
-    monkeypatch.setattr(nltk.data, "path", E._nltk_search_path())
+    monkeypatch.setattr(nltk.data, "path", S._nltk_search_path())
     _warm_cache()
     tokenizer = E._load_tokenizer()
     assert tokenizer.from_spec and not tokenizer.needs_nltk_often
