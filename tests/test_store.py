@@ -91,7 +91,7 @@ def test_a_run_directory_is_locked_while_in_use(tmp_path: Path) -> None:
     import pytest
 
     from groundscope.errors import StoreError
-    from groundscope.store import LOCK_FILE
+    from groundscope.runlock import LOCK_FILE
 
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys; from groundscope.store import RunStore; "

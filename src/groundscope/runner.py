@@ -15,10 +15,8 @@ everything finished is kept, and ``--use-cache RUN_DIR`` resumes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
@@ -44,6 +42,7 @@ from groundscope.report.model import DatasetReport, MetricRow, Report
 from groundscope.resume import scoring_view, warn_config_changes
 from groundscope.scoring import ScoringContext
 from groundscope.scoring.groups import GROUP_REQUEST_HASH
+from groundscope.sidework import SideWork
 from groundscope.store import RunStore, prediction_from_json, sample_to_json
 from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
 
@@ -73,11 +72,7 @@ class Runner:
         self._done = 0
         self._errored = 0
         self._stop_reason: str | None = None
-        self._chinese_warming = False
-        from groundscope.report.embed import ThumbnailPrefetch
-
-        self._thumbs = ThumbnailPrefetch()
-        self._warmed = False
+        self._side = SideWork([run.scorers for run in self.datasets])
         self._progress = Progress(self.progress)
         self._scrub = logs.Redactor(cfg.secrets()).scrub  # for error texts saved in outputs
 
@@ -134,7 +129,7 @@ class Runner:
         finally:
             self._progress.close()
             self.store.close()
-            self._thumbs.close()
+            self._side.close()
         report = self._build_report()
         if self._stop_reason:
             logs.close()
@@ -163,15 +158,11 @@ class Runner:
     def _items(self) -> Iterator[Item]:
         for run in self.datasets:
             seen: dict[str, str] = {}
-            text_metrics = any(getattr(s, "warm", None) is not None for s in run.scorers)
             for subset, item in iter_samples(self.cfg, run, strict=self.cfg.strict):
                 if isinstance(item, RecordError):
                     self._skip(run, subset, str(item))
                     continue
-                if text_metrics and not self._chinese_warming:
-                    self._warm_chinese_for(item)
-                if self._thumbs.wanted:
-                    self._offer_thumbnails(item)
+                self._side.loaded(item)
                 first = seen.setdefault(item.id, str(item.origin))
                 if first != str(item.origin):
                     self._skip(run, subset, f"{item.origin}: id: duplicate sample id {item.id!r} "
@@ -184,47 +175,6 @@ class Runner:
         run.summary.skipped += 1
         self.store.append_skipped(run.name, subset, problem)
         log.warning("skipped bad record: %s", problem)
-
-    def _offer_thumbnails(self, sample: Sample) -> None:
-        """Local images of the first samples: the end-of-run page's thumbnails are made from
-        them in a background thread while the run waits on the model."""
-        from groundscope import media
-        from groundscope.types import MediaPart, Modality
-
-        for msg in sample.messages:
-            if isinstance(msg.content, str):
-                continue
-            for part in msg.content:
-                if isinstance(part, MediaPart) and part.media.kind is Modality.IMAGE:
-                    with contextlib.suppress(GroundscopeError):  # inline or remote: no file
-                        self._thumbs.offer(media.resolve_path(part.media))
-
-    def _warm_chinese_for(self, sample: Sample) -> None:
-        """Load jieba in a background thread once a reference holds Chinese: the dictionary
-        loads while this sample's request is in flight, not at its first score."""
-        from groundscope.scoring.tokenize import contains_chinese, warm_chinese
-
-        if any(contains_chinese(t) for t in sample.target):
-            self._chinese_warming = True
-            threading.Thread(target=_quietly, args=(warm_chinese,), name="groundscope-jieba",
-                             daemon=True).start()
-
-    def _warm_up_scorers(self) -> None:
-        """Run scorers' one-off set-up (tokenizers) in a thread while requests are in flight,
-        so it does not stall the event loop at the first score. Called once the first wave
-        is out (every model slot busy, or nothing more to send): set-up competing for the
-        interpreter with the first requests would only delay them."""
-        if self._warmed:
-            return
-        self._warmed = True
-        warms = {id(w): w for run in self.datasets for s in run.scorers
-                 if (w := getattr(s, "warm", None)) is not None}
-        if warms:
-            def warm_all() -> None:
-                for fn in warms.values():
-                    _quietly(fn)
-
-            threading.Thread(target=warm_all, name="groundscope-warm-up", daemon=True).start()
 
     async def _evaluate(self, client: Any) -> None:
         """Feed items to tasks. Two stages with their own bounds: model requests
@@ -255,8 +205,8 @@ class Runner:
                     # read: the first wave goes out while later records load, not after.
                     await asyncio.sleep(0)
                     if self._model_slots.locked():
-                        self._warm_up_scorers()
-                self._warm_up_scorers()
+                        self._side.first_wave_out()
+                self._side.first_wave_out()
         except BaseExceptionGroup as group:  # a user error stays one line, not a traceback
             mine, other = group.split(GroundscopeError)
             if mine is None or other is not None:
@@ -440,13 +390,6 @@ class Runner:
         except Exception as exc:
             log.error("could not write report.html: %s: %s", type(exc).__name__, exc)
         return Report(run_dir=str(self.run_dir), model=self.cfg.model_name, datasets=out)
-
-
-def _quietly(fn: Any) -> None:
-    try:
-        fn()
-    except Exception as exc:  # the scorer meets the same failure and reports it
-        log.debug("scorer warm-up failed: %s", exc)
 
 
 def run_task(task_cfg: Any = None, **kwargs: Any) -> Report:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
-import threading
 import weakref
 from array import array
 from collections.abc import Callable, Iterator, Mapping
@@ -34,6 +33,7 @@ from typing import IO, Any
 import orjson
 
 from groundscope.errors import StoreError
+from groundscope.runlock import lock_dir, unlock_dir
 from groundscope.types import (
     AnswerKind,
     Completion,
@@ -254,54 +254,6 @@ class _Shard:
         self.keys = array("q", sorted(set(self.keys)))
 
 
-LOCK_FILE = ".groundscope.lock"
-_HELD: dict[str, list[int]] = {}  # real path of a locked run directory -> [fd, holders]
-_HELD_GUARD = threading.Lock()
-
-
-def _lock_dir(run_dir: Path) -> bool:
-    """Hold ``run_dir``'s lock for one more store of this process; False if there is no lock
-    to take (not POSIX, or a read-only directory: nothing will be appended to it either)."""
-    try:
-        import fcntl
-    except ImportError:
-        return False
-    key = os.path.realpath(run_dir)
-    with _HELD_GUARD:
-        held = _HELD.get(key)
-        if held is not None:
-            held[1] += 1
-            return True
-        try:
-            fd = os.open(os.path.join(key, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-            os.close(fd)
-            who = f" (pid {holder})" if holder.isdigit() else ""
-            raise StoreError(f"{run_dir}: in use by another groundscope process{who}; "
-                             "let it finish (or stop it), then try again") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        _HELD[key] = [fd, 1]
-        return True
-
-
-def _unlock_dir(run_dir: Path) -> None:
-    key = os.path.realpath(run_dir)
-    with _HELD_GUARD:
-        held = _HELD.get(key)
-        if held is None:
-            return
-        held[1] -= 1
-        if held[1] <= 0:
-            del _HELD[key]
-            os.close(held[0])  # the system drops the flock with its last descriptor
-
-
 class RunStore:
     """Owns one run directory. Not thread-safe: used from the runner's event loop only.
 
@@ -321,8 +273,8 @@ class RunStore:
     def lock(self) -> RunStore:
         """Take the directory's lock (StoreError when another process holds it). Stores of
         one process share it: it is released when the last of them unlocks."""
-        if self._unlock is None and _lock_dir(self.run_dir):
-            self._unlock = weakref.finalize(self, _unlock_dir, self.run_dir)  # also if dropped
+        if self._unlock is None and lock_dir(self.run_dir):
+            self._unlock = weakref.finalize(self, unlock_dir, self.run_dir)  # also if dropped
         return self
 
     def unlock(self) -> None:

@@ -1,0 +1,61 @@
+"""The run directory's lock: one process writes a run at a time.
+
+``flock`` on ``<run_dir>/.groundscope.lock``, which holds the owner's pid for the error
+message. Stores of one process share the lock (counted); the system drops it with the last
+descriptor, so a process that dies leaves nothing to clean up.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from groundscope.errors import StoreError
+
+LOCK_FILE = ".groundscope.lock"
+_HELD: dict[str, list[int]] = {}  # real path of a locked run directory -> [fd, holders]
+_HELD_GUARD = threading.Lock()
+
+
+def lock_dir(run_dir: Path) -> bool:
+    """Hold ``run_dir``'s lock for one more store of this process; False if there is no lock
+    to take (not POSIX, or a read-only directory: nothing will be appended to it either)."""
+    try:
+        import fcntl
+    except ImportError:
+        return False
+    key = os.path.realpath(run_dir)
+    with _HELD_GUARD:
+        held = _HELD.get(key)
+        if held is not None:
+            held[1] += 1
+            return True
+        try:
+            fd = os.open(os.path.join(key, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            os.close(fd)
+            who = f" (pid {holder})" if holder.isdigit() else ""
+            raise StoreError(f"{run_dir}: in use by another groundscope process{who}; "
+                             "let it finish (or stop it), then try again") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _HELD[key] = [fd, 1]
+        return True
+
+
+def unlock_dir(run_dir: Path) -> None:
+    key = os.path.realpath(run_dir)
+    with _HELD_GUARD:
+        held = _HELD.get(key)
+        if held is None:
+            return
+        held[1] -= 1
+        if held[1] <= 0:
+            del _HELD[key]
+            os.close(held[0])  # the system drops the flock with its last descriptor

@@ -1,0 +1,84 @@
+"""One-off work a run does beside its requests, in background threads while it waits on the
+model, so none of it stalls the event loop or delays the first wave:
+
+* the scorers' set-up (the English tokenizer), once the first wave is out;
+* jieba's dictionary (~0.7 s of CPU), as soon as a loaded reference holds Chinese;
+* the thumbnails of the end-of-run page, from the local images of the first samples
+  (Pillow decodes without holding the interpreter lock).
+
+Each is also done where it is needed if it has not been yet (a scorer builds its tokenizer,
+the page makes a missing thumbnail), so this only moves work, never changes a result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from groundscope.errors import GroundscopeError
+from groundscope.types import MediaPart, Modality, Sample
+
+log = logging.getLogger("groundscope")
+
+
+class SideWork:
+    """The background work of one run over datasets whose scorers are ``scorer_lists``."""
+
+    def __init__(self, scorer_lists: Sequence[Sequence[Any]]) -> None:
+        from groundscope.report.embed import ThumbnailPrefetch
+
+        warms = {id(w): w for scorers in scorer_lists for s in scorers
+                 if (w := getattr(s, "warm", None)) is not None}
+        self._warms: list[Callable[[], None]] | None = list(warms.values()) or None
+        self._chinese_pending = bool(warms)  # only text metrics tokenize Chinese
+        self._thumbs = ThumbnailPrefetch()
+
+    def loaded(self, sample: Sample) -> None:
+        """A sample was read (before its request is sent)."""
+        if self._chinese_pending:
+            self._chinese(sample)
+        if self._thumbs.wanted:
+            self._offer_thumbnails(sample)
+
+    def first_wave_out(self) -> None:
+        """Every model slot is busy (or nothing is left to send): set the scorers up now.
+        Idempotent."""
+        warms, self._warms = self._warms, None
+        if warms:
+            _thread("groundscope-warm-up", lambda: [_quietly(fn) for fn in warms])
+
+    def close(self) -> None:
+        """Wait for the thumbnails (the page is written next)."""
+        self._thumbs.close()
+
+    def _chinese(self, sample: Sample) -> None:
+        from groundscope.scoring.tokenize import contains_chinese, warm_chinese
+
+        if any(contains_chinese(t) for t in sample.target):
+            self._chinese_pending = False
+            _thread("groundscope-jieba", lambda: _quietly(warm_chinese))
+
+    def _offer_thumbnails(self, sample: Sample) -> None:
+        from groundscope import media
+
+        for msg in sample.messages:
+            if isinstance(msg.content, str):
+                continue
+            for part in msg.content:
+                if isinstance(part, MediaPart) and part.media.kind is Modality.IMAGE:
+                    with contextlib.suppress(GroundscopeError):  # inline or remote: no file
+                        self._thumbs.offer(media.resolve_path(part.media))
+
+
+def _thread(name: str, target: Callable[[], object]) -> None:
+    threading.Thread(target=target, name=name, daemon=True).start()
+
+
+def _quietly(fn: Callable[[], object]) -> None:
+    try:
+        fn()
+    except Exception as exc:  # where the work is needed, the same failure is reported
+        log.debug("background set-up failed: %s", exc)
