@@ -1,5 +1,6 @@
-"""Tokenizer set-up runs off the event loop: jieba loads in a background thread as soon as a
-loaded record's reference holds Chinese, once per run, and never for English-only data."""
+"""What a run does beside and ahead of its requests: jieba loads in a background thread as
+soon as a loaded record's reference holds Chinese (once per run, never for English-only
+data), and records are read only a little ahead of free model slots."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from groundscope import run_task
-from groundscope.client.simulator import SimulatorServer
+from groundscope.client.simulator import SimBehaviour, SimulatorServer
 from groundscope.scoring import tokenize
 from media_fixtures import image_bytes, write, write_jsonl
 
@@ -48,3 +49,35 @@ def test_jieba_is_loaded_in_the_background_when_references_are_chinese(
         if thread.name == "groundscope-jieba":
             thread.join(timeout=60)
     assert calls == expected
+
+
+def test_records_are_read_only_a_little_ahead_of_free_model_slots(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Memory follows the concurrency: at any moment at most ``eval_batch_size`` + 16 records
+    are read and not yet answered, however long the dataset (and however many may be
+    scored at once)."""
+    from groundscope import runner as R
+
+    reads, answered, worst = [0], [0], [0]
+    items, count = R.Runner._items, R.Runner._count
+
+    def counting_items(self):
+        for item in items(self):
+            reads[0] += 1
+            worst[0] = max(worst[0], reads[0] - answered[0])
+            yield item
+
+    def counting_count(self, *args, **kwargs):
+        answered[0] += 1
+        return count(self, *args, **kwargs)
+
+    monkeypatch.setattr(R.Runner, "_items", counting_items)
+    monkeypatch.setattr(R.Runner, "_count", counting_count)
+    data = _dataset(tmp_path / "data", [f"answer {i}" for i in range(200)])
+    with SimulatorServer(behaviour=SimBehaviour(latency_ms=50)) as url:  # slots stay busy
+        report = run_task({"model": "m", "api_url": url, "datasets": ["general_vqa"],
+                           "dataset_args": {"general_vqa": {"local_path": str(data)}},
+                           "work_dir": str(tmp_path / "out"), "eval_batch_size": 32,
+                           "judge_concurrency": 64})
+    assert report.datasets[0].summary.succeeded == 200 == reads[0]
+    assert 32 <= worst[0] <= 32 + R._READ_AHEAD
