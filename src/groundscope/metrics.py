@@ -51,6 +51,7 @@ class MetricAccumulator:
         self._rank = {name: i for i, name in enumerate(subsets)}
         self._values: dict[str, dict[str, array[float]]] = {}
         self._weights: dict[str, dict[str, array[float]]] = {}  # ratio metrics only
+        self._weighted: set[str] = set()  # keys with weights in some subset
         self._excluded: dict[str, dict[str, int]] = {}
         self._order: list[str] = []
         self._categories: MetricAccumulator | None = None
@@ -66,16 +67,22 @@ class MetricAccumulator:
             if self._categories is None:
                 self._categories = MetricAccumulator(list(self._rank))
             self._categories.add(f"{subset}\x1f{category}", score, keys)
-        by_metric = self._values.setdefault(subset, {})
+        by_metric = self._values.get(subset)
+        if by_metric is None:
+            by_metric = self._values[subset] = {}
         for key in keys:
-            if key not in self._order:
-                self._order.append(key)
-            by_metric.setdefault(key, array("d"))
+            if key not in by_metric:  # a new metric here: the per-sample path skips this
+                by_metric[key] = array("d")
+                if key not in self._order:
+                    self._order.append(key)
         if score.status is ScoreStatus.OK:
+            values, weights = score.values, score.weights
             for key in keys:
-                if key in score.values:
-                    by_metric[key].append(float(score.values[key]))
-                    self._add_weight(subset, key, score.weights.get(key), len(by_metric[key]))
+                if key in values:
+                    column = by_metric[key]
+                    column.append(float(values[key]))
+                    if weights or key in self._weighted:
+                        self._add_weight(subset, key, weights.get(key), len(column))
         else:
             excl = self._excluded.setdefault(subset, {})
             for key in keys:
@@ -87,6 +94,7 @@ class MetricAccumulator:
         if weight is None and weights is None:
             return
         if weights is None:
+            self._weighted.add(key)
             weights = self._weights.setdefault(subset, {})[key] = array("d", [1.0] * (n - 1))
         weights.append(1.0 if weight is None else float(weight))
 
