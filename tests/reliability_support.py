@@ -17,10 +17,10 @@ from typing import Any
 
 from aiohttp import web
 
-from groundscope.client.simulator import SimulatorServer
 from groundscope.config import load_config
 from groundscope.errors import RecordError
 from groundscope.runner import iter_samples, plan_dataset
+from groundscope.simulator import SimulatorServer
 from groundscope.types import Sample
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 
 from groundscope import media
-from groundscope.client.simulator import SimBehaviour, SimulatorServer
 from groundscope.config import load_config
 from groundscope.dataset import load_samples
 from groundscope.errors import MediaError, RecordError
 from groundscope.runner import iter_samples, plan_dataset
+from groundscope.simulator import SimBehaviour, SimulatorServer
 from groundscope.types import MediaRef, Modality
 from reliability_support import run_cli
 

@@ -28,8 +28,8 @@ from groundscope.client.openai import (
     wire_messages,
 )
 from groundscope.client.retry import RetryPolicy
-from groundscope.client.simulator import SimBehaviour, SimulatorServer
 from groundscope.errors import ConfigError, MediaError, ResponseError, RetryableError
+from groundscope.simulator import SimBehaviour, SimulatorServer
 from groundscope.types import (
     AnswerKind,
     MediaPart,

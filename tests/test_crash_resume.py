@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from groundscope import run_task
-from groundscope.client.simulator import SimBehaviour, SimulatorServer
+from groundscope.simulator import SimBehaviour, SimulatorServer
 from reliability_support import (
     MODEL,
     GatedSimulator,

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from cli_support import EXAMPLES, ROOT, dataset_samples, run_cli, table_rows
-from groundscope.client.simulator import SimBehaviour, SimulatorServer
+from groundscope.simulator import SimBehaviour, SimulatorServer
 
 SECRET = "sk-groundscope-test-SECRET-0123456789"
 VQA_ARGS = {"general_vqa": {"local_path": str(EXAMPLES / "vqa"),

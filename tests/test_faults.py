@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from groundscope import run_task
-from groundscope.client.simulator import SimBehaviour, SimReply, SimRequest, SimulatorServer
 from groundscope.errors import ErrorBudgetExceeded
+from groundscope.simulator import SimBehaviour, SimReply, SimRequest, SimulatorServer
 from reliability_support import (
     MODEL,
     assert_exactly_once,

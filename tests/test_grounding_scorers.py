@@ -12,8 +12,6 @@ from typing import Any
 
 import pytest
 
-from groundscope.client.sim_grounding import GroundingResponder, GroundTruth
-from groundscope.client.simulator import SimulatorServer
 from groundscope.config import JudgeConfig
 from groundscope.metrics import MetricAccumulator
 from groundscope.scoring import build_scorers
@@ -24,6 +22,7 @@ from groundscope.scoring.grounding_prompt import (
     VERIFY_MARKER,
 )
 from groundscope.scoring.groups import GroupStage
+from groundscope.simulator import GroundingResponder, GroundTruth, SimulatorServer
 from groundscope.types import (
     Completion,
     MediaPart,

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from groundscope.client.simulator import SimBehaviour, SimulatorServer
 from groundscope.config import load_config
 from groundscope.errors import RecordError
 from groundscope.report.compare import compare_runs
 from groundscope.report.compare_html import write_comparison
 from groundscope.report.html import write_html
 from groundscope.runner import iter_samples, plan_dataset, run_task
+from groundscope.simulator import SimBehaviour, SimulatorServer
 from groundscope.store import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]

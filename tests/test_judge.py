@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from groundscope.client.sim_judge import JudgeResponder
-from groundscope.client.simulator import SimulatorServer
 from groundscope.config import JudgeConfig
+from groundscope.errors import ConfigError
 from groundscope.scoring import build_scorers, metric_names, primary_metric
 from groundscope.scoring.base import ScoringContext
 from groundscope.scoring.judged import JudgedAccuracy, RecallScorer
+from groundscope.simulator import JudgeResponder, SimulatorServer
 from groundscope.types import (
     AnswerKind,
     Completion,
@@ -181,10 +181,15 @@ def test_unauthorised_judge_fails_fast_and_key_is_scrubbed(tmp_path: Path) -> No
     assert "sk-judge-SECRET" not in text and "http_401" in text
 
 
-def test_mock_judge_without_a_run_simulator_starts_its_own(tmp_path: Path) -> None:
+def test_mock_judge_without_a_simulator_url_is_a_config_error(tmp_path: Path) -> None:
+    """Scoring never starts a simulator: whoever runs the scorers hands its URL over."""
     cfg = JudgeConfig(strategy="llm", models=[{"model_id": "j", "api_url": "mock"}])
-    scores = asyncio.run(score_all(cfg, [(sample(), pred("dog"))], tmp_path))
-    assert scores[0].values["accuracy"] == 1.0
+    with pytest.raises(ConfigError, match=r"judge 'j': api_url 'mock'.*mock_url is unset"):
+        asyncio.run(score_all(cfg, [(sample(), pred("dog"))], tmp_path))
+    responder = JudgeResponder()
+    with SimulatorServer(responders=[responder]) as url:
+        scores = asyncio.run(score_all(cfg, [(sample(), pred("dog"))], tmp_path, mock_url=url))
+    assert scores[0].values["accuracy"] == 1.0 and responder.calls == 1
 
 
 def test_human_label_recorded_and_empty_answer_shortcut(tmp_path: Path) -> None:
@@ -272,8 +277,7 @@ def test_llm_recall_only_raises_rule_misses() -> None:
 
 
 def test_responder_ignores_other_requests_and_is_deterministic() -> None:
-    from groundscope.client.sim_oracle import SimBehaviour
-    from groundscope.client.sim_wire import SimRequest
+    from groundscope.simulator import SimBehaviour, SimRequest
 
     def req(content: str, model: str = "j") -> SimRequest:
         body = {"model": model, "messages": [{"role": "user", "content": content}]}

@@ -7,9 +7,8 @@ from pathlib import Path
 
 from groundscope.client.cache import CachedChat, ResponseCache, cache_key
 from groundscope.client.openai import ChatClient
-from groundscope.client.sim_judge import JudgeResponder
-from groundscope.client.simulator import SimulatorServer
 from groundscope.scoring.judge_prompt import judge_prompt
+from groundscope.simulator import JudgeResponder, SimulatorServer
 from groundscope.types import Completion, MediaPart, MediaRef, Message, Modality, TextPart, Usage
 
 

@@ -17,8 +17,7 @@ import pytest
 import cli_support
 from cli_support import ROOT, dataset_samples, table_rows
 from groundscope import TaskConfig, run_task
-from groundscope.client.sim_judge import JudgeResponder
-from groundscope.client.simulator import SimBehaviour, SimulatorServer
+from groundscope.simulator import JudgeResponder, SimBehaviour, SimulatorServer
 
 VQA_ARGS = {"general_vqa": {"local_path": str(ROOT / "examples" / "vqa"),
                             "subset_list": ["example_openai"]}}

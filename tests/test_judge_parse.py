@@ -127,7 +127,7 @@ def test_doctests() -> None:
     import importlib
 
     for name in ("scoring.json_reply", "scoring.judge_prompt", "scoring.judge", "scoring.judged",
-                 "scoring.agreement", "scoring", "client.cache", "client.sim_judge"):
+                 "scoring.agreement", "scoring", "client.cache", "simulator.judge"):
         module = importlib.import_module(f"groundscope.{name}")
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, name

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from groundscope import run_task
-from groundscope.client.simulator import SimReply, SimRequest, SimulatorServer
+from groundscope.simulator import SimReply, SimRequest, SimulatorServer
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

@@ -11,8 +11,8 @@ import pytest
 from PIL import Image
 
 from groundscope import run_task
-from groundscope.client.simulator import SimReply, SimRequest, SimulatorServer
 from groundscope.media import wire
+from groundscope.simulator import SimReply, SimRequest, SimulatorServer
 from groundscope.types import MediaRef, Modality
 
 

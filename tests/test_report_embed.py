@@ -65,8 +65,8 @@ def test_a_run_makes_its_page_thumbnails_ahead_in_a_background_thread(
     import threading
 
     from groundscope import run_task
-    from groundscope.client.simulator import SimulatorServer
     from groundscope.report import embed
+    from groundscope.simulator import SimulatorServer
 
     made: list[str] = []
     real = embed._thumbnail_uri

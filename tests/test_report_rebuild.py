@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from groundscope import run_task
-from groundscope.client.simulator import SimulatorServer
 from groundscope.rescore import rebuild_report
+from groundscope.simulator import SimulatorServer
 from media_fixtures import image_bytes, write, write_jsonl
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from groundscope import run_task
-from groundscope.client.simulator import SimBehaviour, SimulatorServer
 from groundscope.scoring import tokenize
+from groundscope.simulator import SimBehaviour, SimulatorServer
 from media_fixtures import image_bytes, write, write_jsonl
 
 

@@ -17,10 +17,9 @@ from aiohttp import web
 
 from groundscope.client.openai import ChatClient
 from groundscope.client.retry import NO_RETRY
-from groundscope.client.sim_judge import JudgeResponder
-from groundscope.client.sim_wire import error_response
-from groundscope.client.simulator import SimBehaviour, SimulatorServer
 from groundscope.errors import ResponseError
+from groundscope.simulator import JudgeResponder, SimBehaviour, SimulatorServer
+from groundscope.simulator.wire import error_response
 from groundscope.types import Message
 from reliability_support import MODEL, eval_args, run_cli, samples_of, write_dataset
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from cli_support import EXAMPLES, dataset_samples
-from groundscope.client.simulator import SimBehaviour, SimulatorServer
+from groundscope.simulator import SimBehaviour, SimulatorServer
 
 ARGS = {"general_vqa": {"local_path": str(EXAMPLES / "vqa"), "subset_list": ["example_openai"]}}
 

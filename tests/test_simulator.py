@@ -16,7 +16,7 @@ from PIL import Image
 
 from groundscope.client.openai import ChatClient, build_body
 from groundscope.client.retry import RetryPolicy
-from groundscope.client.simulator import (
+from groundscope.simulator.server import (
     DISTRACTOR,
     GENERIC_ANSWER,
     Oracle,

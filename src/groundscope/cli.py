@@ -225,11 +225,10 @@ def _cmd_report(ns: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(ns: argparse.Namespace) -> int:
-    from groundscope.client.sim_grounding import sim_responders
-    from groundscope.client.simulator import Oracle, SimBehaviour, serve_forever
     from groundscope.config import SimulatorArgs, load_config
     from groundscope.errors import RecordError
     from groundscope.runner import iter_samples, plan_dataset
+    from groundscope.simulator import Oracle, SimBehaviour, serve_forever, sim_responders
 
     args = {name: {k: v for k, v in a.items() if k != "metric_list"} if isinstance(a, dict) else a
             for name, a in ns.dataset_args.items()}  # the samples matter here, not the metrics

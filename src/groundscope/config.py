@@ -132,7 +132,7 @@ class SimulatorArgs(_Strict):
     latency_ms: float = Field(default=0.0, ge=0.0)
     seed: int = 0
     judge_noise: float = Field(default=0.0, ge=0.0, le=1.0)  # share of flipped mock verdicts
-    truth: str | None = None  # ground-truth file of the grounding mode (client/sim_grounding.py)
+    truth: str | None = None  # ground-truth file of the grounding mode (simulator/grounding.py)
 
 
 class TaskConfig(_Strict):

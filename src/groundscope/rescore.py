@@ -31,6 +31,7 @@ from groundscope.scoring import (
     scorer_keys,
 )
 from groundscope.scoring.groups import GROUP_REQUEST_HASH, GroupStage
+from groundscope.scoring.judge import mock_judged
 from groundscope.store import (
     RunStore,
     prediction_from_json,
@@ -120,10 +121,15 @@ async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescor
     skipped = _skipped_counts(run_dir)
     ctx = ScoringContext(run_dir=run_dir, judge=cfg.judge, seed=cfg.seed,
                          judge_concurrency=cfg.judge_concurrency or cfg.eval_batch_size,
-                         timeout=cfg.timeout, max_retries=cfg.max_retries,
-                         simulator=cfg.simulator)
+                         timeout=cfg.timeout, max_retries=cfg.max_retries)
     try:
         try:
+            if rescore and mock_judged(cfg.judge):  # the run's own simulator is gone
+                from groundscope.simulator import start_judge_simulator
+
+                server = await start_judge_simulator(cfg.simulator)
+                ctx.on_close(server.astop)
+                ctx.mock_url = server.base_url
             reports = [await _process_dataset(cfg, store, name, skipped.get(name, 0), rescore, ctx)
                        for name in cfg.datasets]
         finally:

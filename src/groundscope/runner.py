@@ -59,8 +59,7 @@ class Runner:
         self.progress = sys.stderr.isatty() if progress is None else progress
         self.scoring = ScoringContext(judge=cfg.judge, seed=cfg.seed,
                                       judge_concurrency=cfg.judge_concurrency or cfg.eval_batch_size,
-                                      timeout=cfg.timeout, max_retries=cfg.max_retries,
-                                      simulator=cfg.simulator)
+                                      timeout=cfg.timeout, max_retries=cfg.max_retries)
         self.datasets = [plan_dataset(cfg, name, self.scoring) for name in cfg.datasets]
         if cfg.use_cache:
             self.store = RunStore.open(cfg.use_cache, cfg.model_name)
@@ -137,8 +136,7 @@ class Runner:
         return report
 
     async def _start_simulator(self, stack: AsyncExitStack) -> str:
-        from groundscope.client.sim_grounding import sim_responders
-        from groundscope.client.simulator import Oracle, SimBehaviour, SimulatorServer
+        from groundscope.simulator import Oracle, SimBehaviour, SimulatorServer, sim_responders
 
         samples = (s for run in self.datasets
                    for _, s in iter_samples(self.cfg, run, strict=False)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
 
 if TYPE_CHECKING:
-    from groundscope.config import JudgeConfig, SimulatorArgs
+    from groundscope.config import JudgeConfig
 
 T = TypeVar("T")
 
@@ -29,10 +29,10 @@ class ScoringContext:
     """What scorers may need beyond a sample and its prediction, shared by one run.
 
     ``run_dir`` is where scorers keep their caches (e.g. judge replies); ``judge`` is the
-    run's judge config; ``mock_url`` is the offline simulator's URL in ``eval_type=mock``
-    and ``simulator`` its settings (a judge-only simulator started for ``api_url: "mock"``
-    answers like the run's own, e.g. from the same grounding ground-truth file);
-    ``timeout`` / ``max_retries`` apply to each judge request (transport retries).
+    run's judge config; ``mock_url`` is the URL of the offline simulator that serves
+    ``api_url: "mock"`` judges, handed over by whoever started it (the runner in
+    ``eval_type=mock``, ``groundscope score``); ``timeout`` / ``max_retries`` apply to each
+    judge request (transport retries).
     Resources a scorer opens (HTTP clients, cache files) are registered with
     ``on_close`` and released by ``aclose()`` at the end of the run; objects several scorers
     share (the judge panel, a response cache) are made once by ``shared(key, factory)``.
@@ -43,7 +43,6 @@ class ScoringContext:
     judge_concurrency: int = 8
     seed: int = 42
     mock_url: str | None = None
-    simulator: SimulatorArgs | None = None
     timeout: float = 300.0
     max_retries: int = 5
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)

@@ -15,8 +15,10 @@ panel's verdict is the strict majority of the votes cast; no vote, or a tie, is
 unavailable for the rest of the run, so a wrong key or URL costs one request, not one per
 sample.
 
-``api_url: "mock"`` names the offline simulator: the run's own in ``eval_type=mock``
-(``ScoringContext.mock_url``), else a judge-only simulator started on first use.
+``api_url: "mock"`` names the offline simulator whose URL the caller put in
+``ScoringContext.mock_url``: the run's own in ``eval_type=mock``, or a judge-only one that
+``groundscope score`` starts (:func:`mock_judged`). Scoring never starts a simulator itself;
+without a URL a mock judge is a ``ConfigError``.
 
 The verdict is one use of :meth:`JudgePanel.ask`, the generic step "ask judge *i* this
 request, parse the reply with this contract, repair a broken reply a bounded number of
@@ -35,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import orjson
 
-from groundscope.errors import GroundscopeError, MediaError, ModelError, ResponseError
+from groundscope.errors import ConfigError, GroundscopeError, MediaError, ModelError, ResponseError
 from groundscope.scoring.agreement import human_label
 from groundscope.scoring.json_reply import ReplyError
 from groundscope.scoring.judge_prompt import judge_messages, parse_verdict, repair_messages
@@ -227,6 +229,7 @@ class JudgePanel:
             from groundscope.client.cache import CachedChat
 
             model = self.cfg.models[i]
+            mock_url(self.ctx, model)  # no simulator to talk to: an error now, not a vote lost
             chat = CachedChat(response_cache(self.ctx, purpose), model_id=model.model_id,
                               api_url=model.api_url,
                               generation_config={**model.generation_config, **overrides},
@@ -247,26 +250,27 @@ class JudgePanel:
         from groundscope.client.openai import ChatClient
         from groundscope.client.retry import RetryPolicy
 
-        url = await mock_url(self.ctx) if model.api_url == MOCK_URL else model.api_url
+        url = mock_url(self.ctx, model) or model.api_url
         return ChatClient(url, model.model_id, api_key=model.api_key,
                           generation_config=model.generation_config, timeout=self.ctx.timeout,
                           retry=RetryPolicy(max_retries=self.ctx.max_retries),
                           concurrency=self.ctx.judge_concurrency)
 
 
-async def mock_url(ctx: ScoringContext) -> str:
-    """The offline simulator's URL for ``api_url: "mock"``: the run's own (``eval_type=mock``),
-    else a judge-only simulator started once per context (its responders: ``ctx.simulator``)."""
-    async with ctx.shared("mock:lock", asyncio.Lock):
-        if ctx.mock_url is None:
-            from groundscope.client.sim_grounding import sim_responders
-            from groundscope.client.simulator import SimulatorServer
+def mock_judged(judge: JudgeConfig | None) -> bool:
+    """Whether a judge model (grounding block included) names the offline simulator."""
+    return judge is not None and any(m.api_url == MOCK_URL for m in judge.all_models())
 
-            server = SimulatorServer(responders=sim_responders(ctx.simulator))
-            ctx.mock_url = await server.astart()
-            ctx.on_close(server.astop)
-            log.info("judge api_url 'mock': offline judge simulator on %s", ctx.mock_url)
-        return ctx.mock_url
+
+def mock_url(ctx: ScoringContext, model: JudgeModel) -> str | None:
+    """The simulator URL the caller handed over for a ``"mock"`` judge (None for a real one);
+    a ``ConfigError`` when none was."""
+    if model.api_url != MOCK_URL:
+        return None
+    if ctx.mock_url is None:
+        raise ConfigError(f"judge {model.model_id!r}: api_url 'mock' names the offline simulator, "
+                          "but none was started for this run (ScoringContext.mock_url is unset)")
+    return ctx.mock_url
 
 
 def response_cache(ctx: ScoringContext, purpose: str) -> ResponseCache:

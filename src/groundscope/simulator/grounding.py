@@ -45,8 +45,6 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from groundscope.client.sim_judge import JudgeResponder
-from groundscope.client.sim_wire import Responder, SimReply, SimRequest
 from groundscope.errors import ConfigError, GroundscopeError
 from groundscope.scoring.grounding_prompt import (
     CLAIMS_MARKER,
@@ -58,6 +56,8 @@ from groundscope.scoring.grounding_prompt import (
 )
 from groundscope.scoring.judge_prompt import JUDGE_MARKER
 from groundscope.scoring.normalise import normalise_answer
+from groundscope.simulator.judge import JudgeResponder
+from groundscope.simulator.wire import Responder, SimReply, SimRequest
 
 if TYPE_CHECKING:
     from groundscope.config import SimulatorArgs
@@ -145,7 +145,7 @@ class GroundTruth:
 
 
 def _image_id(base: Path, source: str) -> str:
-    from groundscope.client.sim_oracle import sample_media_id
+    from groundscope.simulator.oracle import sample_media_id
     from groundscope.types import MediaRef, Modality
 
     try:

@@ -28,8 +28,8 @@ from typing import Any
 
 import orjson
 
-from groundscope.client.sim_wire import SimReply, SimRequest
 from groundscope.scoring.judge_prompt import JUDGE_MARKER, split_prompt
+from groundscope.simulator.wire import SimReply, SimRequest
 
 _GARBAGE = (
     "The predicted answer looks right to me.",  # prose, no JSON

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import orjson
 
 from groundscope import media
-from groundscope.client.sim_wire import Responder, SimReply, SimRequest, bytes_id
 from groundscope.errors import MediaError
+from groundscope.simulator.wire import Responder, SimReply, SimRequest, bytes_id
 from groundscope.types import AnswerKind, MediaRef, Sample, TextPart
 
 GENERIC_ANSWER = "The image shows an ordinary everyday scene."

@@ -1,7 +1,7 @@
 """The offline OpenAI-compatible model: a real aiohttp server on loopback (SPEC section 11).
 
 It answers ``POST /v1/chat/completions`` from the dataset's own references with a set
-accuracy (a *noisy oracle*, ``sim_oracle.py``), and injects failures (429 with
+accuracy (a *noisy oracle*, ``oracle.py``), and injects failures (429 with
 Retry-After, 500, hangs, malformed JSON, dropped connections). Every decision is a hash of
 ``(seed, key, attempt)``, where ``key`` identifies the request's content and ``attempt``
 counts how often that key was asked, so retries eventually succeed and a run is
@@ -9,8 +9,8 @@ reproducible.
 
 Replies come from *responders* tried in order (``SimRequest -> SimReply | None``); the
 oracle is the last one and always answers. Judge / claim / verification modes plug in as
-responders placed before it (``sim_judge.py``). Request parsing and the reply JSON live in
-``sim_wire.py``.
+responders placed before it (``judge.py``, ``grounding.py``). Request parsing and the reply JSON live in
+``wire.py``.
 
 Observability: ``GET /_sim/requests`` and ``GET /_sim/stats`` (and the same in process);
 no record holds base64 payloads (only their hashes) or the Authorization header.
@@ -21,17 +21,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import socket
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
 
-from groundscope.client.sim_oracle import (
+from groundscope.simulator.grounding import sim_responders
+from groundscope.simulator.oracle import (
     DISTRACTOR,
     GENERIC_ANSWER,
     Oracle,
@@ -41,7 +43,7 @@ from groundscope.client.sim_oracle import (
     oracle_responder,
     sample_media_id,
 )
-from groundscope.client.sim_wire import (
+from groundscope.simulator.wire import (
     BadRequest,
     Responder,
     SimReply,
@@ -55,10 +57,14 @@ from groundscope.client.sim_wire import (
 )
 from groundscope.types import Sample
 
+if TYPE_CHECKING:
+    from groundscope.config import SimulatorArgs
+
 __all__ = [
     "DISTRACTOR", "GENERIC_ANSWER", "BadRequest", "Oracle", "OracleEntry", "Responder",
     "SimBehaviour", "SimReply", "SimRequest", "SimulatorServer", "bytes_id", "check_params",
     "oracle_key", "oracle_responder", "parse_messages", "sample_media_id", "serve_forever",
+    "start_judge_simulator",
 ]
 
 _HIDDEN_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key", "x-api-key"})
@@ -363,3 +369,15 @@ def serve_forever(
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
+
+
+async def start_judge_simulator(settings: SimulatorArgs | None) -> SimulatorServer:
+    """A judge-only simulator, started in the running loop, for ``api_url: "mock"`` judges
+    when no run simulator serves them (``groundscope score``): the judge and grounding
+    responders of ``settings`` (judge noise, seed, ground-truth file) before an empty oracle.
+    The caller hands ``server.base_url`` to ``ScoringContext.mock_url`` and stops it with
+    ``astop()``."""
+    server = SimulatorServer(responders=sim_responders(settings))
+    url = await server.astart()
+    logging.getLogger("groundscope").info("judge api_url 'mock': offline judge simulator on %s", url)
+    return server

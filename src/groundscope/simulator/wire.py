@@ -21,7 +21,7 @@ from aiohttp import web
 from pybase64 import b64decode
 
 if TYPE_CHECKING:
-    from groundscope.client.sim_oracle import SimBehaviour
+    from groundscope.simulator.oracle import SimBehaviour
 
 _PART_TYPES = frozenset({"text", "image_url", "input_audio", "video_url", "audio_url"})
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
