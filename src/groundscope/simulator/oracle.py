@@ -15,7 +15,7 @@ import orjson
 
 from groundscope import media
 from groundscope.errors import MediaError
-from groundscope.simulator.wire import Responder, SimReply, SimRequest, bytes_id
+from groundscope.simulator.wire import Behaviour, Responder, SimReply, SimRequest, bytes_id
 from groundscope.types import AnswerKind, MediaRef, Sample, TextPart
 
 GENERIC_ANSWER = "The image shows an ordinary everyday scene."
@@ -153,7 +153,7 @@ class Oracle:
         """The entry for a request: by full key, else by text alone when that is unique."""
         return self._by_key.get(key) or self._by_text.get(text_key)
 
-    def answer(self, entry: OracleEntry | None, behaviour: SimBehaviour) -> str:
+    def answer(self, entry: OracleEntry | None, behaviour: Behaviour) -> str:
         """The oracle's reply: right with probability ``accuracy``, else a wrong one."""
         if entry is None or not entry.references:
             return GENERIC_ANSWER

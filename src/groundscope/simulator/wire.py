@@ -13,15 +13,12 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import unquote_to_bytes
 
 import orjson
 from aiohttp import web
 from pybase64 import b64decode
-
-if TYPE_CHECKING:
-    from groundscope.simulator.oracle import SimBehaviour
 
 _PART_TYPES = frozenset({"text", "image_url", "input_audio", "video_url", "audio_url"})
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
@@ -31,6 +28,16 @@ _MEDIA_TOKENS = {"image_url": 256, "input_audio": 128, "audio_url": 128, "video_
 def bytes_id(data: bytes) -> str:
     """The media id of raw bytes: the first 16 hex digits of their sha256."""
     return hashlib.sha256(data).hexdigest()[:16]
+
+
+class Behaviour(Protocol):
+    """What a responder reads of the server's behaviour knobs (``oracle.SimBehaviour``),
+    named here so that the wire half does not import the oracle."""
+
+    @property
+    def seed(self) -> int: ...
+
+    def correct(self, key: str) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +50,7 @@ class SimRequest:
     key: str
     text_key: str
     attempt: int
-    behaviour: SimBehaviour
+    behaviour: Behaviour
 
 
 @dataclass(frozen=True, slots=True)
