@@ -1,4 +1,4 @@
-"""Dataset formats: the registry, the per-subset context, and the lazy sample loader.
+"""Dataset formats: the registry and the lazy sample loader (the per-subset context: ``base.py``).
 
 A format is data (``DatasetFormat``) around one pure function
 ``record_to_sample(record, origin, ctx) -> Sample``, optionally preceded by a pure
@@ -12,45 +12,20 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from groundscope.dataset import legacy, mcq, vqa
+from groundscope.dataset.base import ExpandRecord, FormatContext, RecordToSample
 from groundscope.dataset.discover import find_subset_file, list_subsets
 from groundscope.dataset.readers import count_records, iter_records
 from groundscope.errors import ConfigError, DatasetError, MediaError, RecordError
-from groundscope.types import Origin, Sample
+from groundscope.types import Sample
 
 __all__ = ["FORMATS", "DatasetFormat", "FormatContext", "get_format", "load_samples"]
-
-
-@dataclass(frozen=True)
-class FormatContext:
-    """What a format function needs besides the record: one per (dataset, subset).
-
-    ``base_dir`` is the dataset file's directory (relative media paths resolve against it
-    first). ``warned`` is shared by the contexts of one load so that a warning about one
-    missing medium of one file is logged once; it takes no part in equality.
-    ``human_label_field`` is the record column holding a human correct/incorrect label
-    (``judge.human_label_field``); formats keep it as ``metadata["human_label"]``.
-    """
-
-    dataset: str
-    subset: str
-    base_dir: Path | None = None
-    system_prompt: str | None = None
-    prompt_template: str | None = None
-    shuffle_choices: bool = False
-    seed: int | None = None
-    human_label_field: str = "human_label"
-    warned: set[tuple[str, str]] = field(default_factory=set, compare=False, repr=False)
-
-
-RecordToSample = Callable[[dict[str, Any], Origin, FormatContext], Sample]
-ExpandRecord = Callable[[dict[str, Any], Origin], list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)

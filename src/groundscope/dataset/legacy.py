@@ -54,7 +54,7 @@ from groundscope.types import (
 )
 
 if TYPE_CHECKING:  # the package __init__ imports this module
-    from groundscope.dataset import FormatContext
+    from groundscope.dataset.base import FormatContext
 
 __all__ = [
     "DEFAULT_CATEGORY",

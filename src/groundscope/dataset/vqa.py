@@ -40,7 +40,7 @@ from groundscope.types import (
 )
 
 if TYPE_CHECKING:  # the package __init__ imports this module
-    from groundscope.dataset import FormatContext
+    from groundscope.dataset.base import FormatContext
 
 __all__ = ["METADATA_FIELDS", "expand_paraphrases", "record_to_sample", "sample_id"]
 

@@ -1,0 +1,40 @@
+"""What every dataset format shares: the per-subset ``FormatContext`` and the format
+function types. Below the formats and the registry (``dataset/__init__.py``), so neither
+imports the other's module."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from groundscope.types import Origin, Sample
+
+__all__ = ["ExpandRecord", "FormatContext", "RecordToSample"]
+
+
+@dataclass(frozen=True)
+class FormatContext:
+    """What a format function needs besides the record: one per (dataset, subset).
+
+    ``base_dir`` is the dataset file's directory (relative media paths resolve against it
+    first). ``warned`` is shared by the contexts of one load so that a warning about one
+    missing medium of one file is logged once; it takes no part in equality.
+    ``human_label_field`` is the record column holding a human correct/incorrect label
+    (``judge.human_label_field``); formats keep it as ``metadata["human_label"]``.
+    """
+
+    dataset: str
+    subset: str
+    base_dir: Path | None = None
+    system_prompt: str | None = None
+    prompt_template: str | None = None
+    shuffle_choices: bool = False
+    seed: int | None = None
+    human_label_field: str = "human_label"
+    warned: set[tuple[str, str]] = field(default_factory=set, compare=False, repr=False)
+
+
+RecordToSample = Callable[[dict[str, Any], Origin, FormatContext], Sample]
+ExpandRecord = Callable[[dict[str, Any], Origin], list[dict[str, Any]]]
