@@ -38,10 +38,10 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from groundscope import media
+from groundscope.choices import option_letters
 from groundscope.dataset import mcq
 from groundscope.dataset.vqa import sample_id
 from groundscope.errors import MediaError, RecordError
-from groundscope.scoring.choice import option_letters
 from groundscope.types import (
     AnswerKind,
     ContentPart,

@@ -43,10 +43,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from groundscope import media
+from groundscope.choices import option_letters
 from groundscope.dataset import placeholders as ph
 from groundscope.dataset.vqa import sample_id
 from groundscope.errors import ConfigError, MediaError, RecordError
-from groundscope.scoring.choice import option_letters
 from groundscope.types import (
     AnswerKind,
     ContentPart,

@@ -58,6 +58,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from groundscope.choices import option_letters
+
 __all__ = ["extract_choice", "option_letters", "strip_reasoning"]
 
 _THINK_BLOCK = re.compile(r"<think\b[^>]*>.*?</think\s*>", re.IGNORECASE | re.DOTALL)
@@ -78,20 +80,6 @@ _LINE_END = re.compile(r"[\s)\]}）】*_$.。]*(?:\n|$)")
 _STANDALONE = re.compile(r"(?<![A-Za-z0-9])[A-Z](?![A-Za-z0-9])")
 
 _AMBIGUOUS = "ambiguous"
-
-
-def option_letters(n: int) -> tuple[str, ...]:
-    """The labels of ``n`` options: ``A``..``Z``, then ``"1"``, ``"2"``, ... (EvalScope's
-    numbering: option 27 is ``"1"``).
-
-    >>> option_letters(4)
-    ('A', 'B', 'C', 'D')
-    >>> option_letters(28)[-3:]
-    ('Z', '1', '2')
-    """
-    if n < 0:
-        raise ValueError(f"the number of options must be >= 0, got {n}")
-    return tuple(chr(ord("A") + i) if i < 26 else str(i - 25) for i in range(n))
 
 
 def strip_reasoning(text: str) -> str:
