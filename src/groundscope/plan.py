@@ -12,9 +12,9 @@ from typing import Any
 from groundscope.config import DatasetArgs, TaskConfig
 from groundscope.errors import ConfigError, RecordError
 from groundscope.metrics import MetricAccumulator
-from groundscope.report.model import Summary
 from groundscope.scoring import Scorer, ScoringContext, build_scorers, metric_names, primary_metric
 from groundscope.scoring.groups import GroupStage
+from groundscope.summary import Summary
 from groundscope.types import Sample
 
 

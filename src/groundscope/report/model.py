@@ -12,7 +12,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from groundscope.metrics import OVERALL
+from groundscope.summary import Summary
 from groundscope.types import MetricResult
+
+__all__ = ["SCHEMA_VERSION", "DatasetReport", "MetricRow", "Report", "Summary"]
 
 SCHEMA_VERSION = 1
 
@@ -38,18 +41,6 @@ class MetricRow(_Model):
         score = None if math.isnan(r.score) else r.score
         return cls(metric=r.metric, subset=r.subset, num=r.num, score=score,
                    ci_low=r.ci_low, ci_high=r.ci_high, excluded=r.excluded, category=category)
-
-
-class Summary(_Model):
-    """The execution summary: what was asked, what came back, what was skipped."""
-
-    requested: int = 0
-    succeeded: int = 0
-    errored: int = 0
-    skipped: int = 0
-    cached: int = 0
-    changed: int = 0
-    errors_by_kind: dict[str, int] = Field(default_factory=dict)
 
 
 class DatasetReport(_Model):

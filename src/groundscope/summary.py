@@ -1,0 +1,22 @@
+"""The execution summary of one dataset in a run: what was asked, what came back, what was
+skipped. The runner's plan counts into it; the JSON report (``report/model.py``) carries it."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["Summary"]
+
+
+class Summary(BaseModel):
+    """The execution summary: what was asked, what came back, what was skipped."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    requested: int = 0
+    succeeded: int = 0
+    errored: int = 0
+    skipped: int = 0
+    cached: int = 0
+    changed: int = 0
+    errors_by_kind: dict[str, int] = Field(default_factory=dict)
