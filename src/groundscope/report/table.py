@@ -2,9 +2,56 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
-from groundscope.report.model import DatasetReport
+
+class RowView(Protocol):
+    """What the table reads of a metric row (``report.model.MetricRow``)."""
+
+    @property
+    def metric(self) -> str: ...
+    @property
+    def subset(self) -> str: ...
+    @property
+    def category(self) -> str | None: ...
+    @property
+    def num(self) -> int: ...
+    @property
+    def score(self) -> float | None: ...
+    @property
+    def excluded(self) -> int: ...
+
+
+class SummaryView(Protocol):
+    """What the summary line reads of an execution summary (``summary.Summary``)."""
+
+    @property
+    def requested(self) -> int: ...
+    @property
+    def succeeded(self) -> int: ...
+    @property
+    def errored(self) -> int: ...
+    @property
+    def skipped(self) -> int: ...
+    @property
+    def cached(self) -> int: ...
+
+
+class DatasetView(Protocol):
+    """What the table reads of a dataset's report (``report.model.DatasetReport``, which
+    renders itself with this module: the protocols keep the import one-way)."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def pretty_name(self) -> str: ...
+    @property
+    def summary(self) -> SummaryView: ...
+    @property
+    def metrics(self) -> Sequence[RowView]: ...
+    @property
+    def extra(self) -> Mapping[str, Any]: ...
 
 _ROUGE_STAT = {"r": "Recall", "p": "Precision", "f": "F1"}
 _FIXED_LABELS = {
@@ -55,7 +102,7 @@ def format_score(value: float | None) -> str:
     return f"{text}%"
 
 
-def render_table(reports: Sequence[DatasetReport]) -> str:
+def render_table(reports: Sequence[DatasetView]) -> str:
     """The grid table of every metric row of every dataset report."""
     from tabulate import tabulate
 
@@ -69,7 +116,7 @@ def render_table(reports: Sequence[DatasetReport]) -> str:
     return tabulate(rows, headers=headers, tablefmt="grid", colalign=("left",) * 4 + ("right",) * 2)
 
 
-def render_summary(reports: Sequence[DatasetReport]) -> str:
+def render_summary(reports: Sequence[DatasetView]) -> str:
     """One line per dataset: requested / succeeded / errored / skipped, and exclusions."""
     lines = []
     for rep in reports:
