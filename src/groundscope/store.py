@@ -33,6 +33,7 @@ from typing import IO, Any
 import orjson
 
 from groundscope.errors import StoreError
+from groundscope.jsonl import repair_tail
 from groundscope.runlock import lock_dir, unlock_dir
 from groundscope.types import (
     AnswerKind,
@@ -78,18 +79,6 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
                 yield orjson.loads(raw)
             except orjson.JSONDecodeError as exc:
                 raise StoreError(f"{path}: corrupt line: {exc}") from None
-
-
-def repair_tail(path: Path) -> None:
-    """Cut a torn last line (no newline) so appended lines start clean."""
-    if not path.exists() or path.stat().st_size == 0:
-        return
-    with path.open("rb+") as fh:
-        fh.seek(-1, os.SEEK_END)
-        if fh.read(1) == b"\n":
-            return
-        data = path.read_bytes()
-        fh.truncate(data.rfind(b"\n") + 1)
 
 
 # ---------------------------------------------------------------- (de)serialisation

@@ -28,7 +28,7 @@ from typing import IO, Any
 import orjson
 
 from groundscope.client.openai import ChatClient, effective_config
-from groundscope.store import repair_tail
+from groundscope.jsonl import repair_tail
 from groundscope.types import Completion, MediaPart, Message, Usage
 
 log = logging.getLogger("groundscope")
@@ -143,7 +143,7 @@ class CachedChat:
 
     ``model_id`` and ``api_url`` (as configured) and ``generation_config`` form the key with
     the messages. ``connect`` builds the client on the first miss, inside the running loop,
-    so a fully cached run opens no connection (and starts no simulator). Identical requests
+    so a fully cached run opens no connection. Identical requests
     in flight at once are sent once. ``requests`` counts calls that reached the client,
     ``hits`` calls answered from the cache.
     """
