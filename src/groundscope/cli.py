@@ -150,9 +150,9 @@ def eval_config(ns: argparse.Namespace) -> dict[str, Any]:
     if ns.config:
         from pathlib import Path
 
-        from groundscope.config import _read_config_file
+        from groundscope.config import read_config_file
 
-        data = _read_config_file(Path(ns.config))
+        data = read_config_file(Path(ns.config))
     skip = {"command", "config", "no_progress", "version", "sim_accuracy", "sim_latency_ms",
             "dry_run", "stream", "sim_judge_noise"}
     for key, value in vars(ns).items():

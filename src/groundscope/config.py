@@ -291,7 +291,7 @@ def load_config(source: TaskConfig | Mapping[str, Any] | str | Path) -> TaskConf
         _cross_check(source)  # a config built in code gets the same checks as a dict
         return source
     if isinstance(source, str | Path):
-        data = _read_config_file(Path(source))
+        data = read_config_file(Path(source))
     elif isinstance(source, Mapping):
         data = dict(source)
     else:
@@ -316,7 +316,9 @@ def load_config(source: TaskConfig | Mapping[str, Any] | str | Path) -> TaskConf
     return cfg
 
 
-def _read_config_file(path: Path) -> dict[str, Any]:
+def read_config_file(path: Path) -> dict[str, Any]:
+    """A YAML / JSON config file's mapping, not yet validated (``groundscope eval`` puts its
+    flags over it); a ``ConfigError`` names the file."""
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     text = path.read_text(encoding="utf-8")
