@@ -208,6 +208,7 @@ def test_report_says_when_predictions_have_no_score(finished: Path, tmp_path: Pa
     summary = json.loads((run_dir / "reports" / MODEL / "general_vqa.json").read_text())["summary"]
     assert summary["unscored"] == {"alpha": missing}
     assert summary["warnings"] == [line]
+    assert line in (run_dir / "report.html").read_text()
 
 
 # ------------------------------------------------------------------ item 5: whose directory

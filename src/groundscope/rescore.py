@@ -116,7 +116,7 @@ async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescor
     cfg = load_run_config(run_dir, judge)
     store = RunStore(run_dir, cfg.model_name).lock()
     store.resume_hint = (f"the saved reviews are unchanged: free some space, then run "
-                         f"groundscope score {run_dir} again")
+                         f"groundscope {'score' if rescore else 'report'} {run_dir} again")
     skipped = _skipped_counts(run_dir)
     ctx = ScoringContext(run_dir=run_dir, judge=cfg.judge, seed=cfg.seed,
                          judge_concurrency=cfg.judge_concurrency or cfg.eval_batch_size,

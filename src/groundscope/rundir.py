@@ -27,6 +27,7 @@ RUN_MARKER = "groundscope-run"  # config.json's "format"
 CONFIG_FILE = "config.json"
 _LEGACY_KEYS = frozenset({"model", "datasets", "dataset_args", "work_dir"})
 _LEFTOVERS = frozenset({LOCK_FILE, "logs"})  # what a run leaves before its config is written
+_MAX_CONFIG_BYTES = 16 << 20  # a run's config is a few KiB; a larger file is not one
 _STAMP = re.compile(r"(\d{8}_\d{6})(?:_(\d+))?")
 
 
@@ -57,7 +58,7 @@ def read_run_config(run_dir: Path) -> dict[str, Any]:
             hint = f"; it holds run directories, the latest is {latest_run(run_dir)}"
         raise StoreError(f"{run_dir}: not a groundscope run directory (no {CONFIG_FILE}){hint}")
     try:
-        raw = path.read_bytes()
+        raw = _read_config(path)
     except OSError as exc:
         raise StoreError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if not raw.strip():
@@ -74,9 +75,16 @@ def read_run_config(run_dir: Path) -> dict[str, Any]:
     return data
 
 
+def _read_config(path: Path) -> bytes:
+    """The bytes of a config.json; at most ``_MAX_CONFIG_BYTES`` (more is no run's: its
+    first bytes are returned, which do not parse)."""
+    with path.open("rb") as fh:
+        return fh.read(_MAX_CONFIG_BYTES + 1)[:_MAX_CONFIG_BYTES]
+
+
 def _has_run_config(path: Path) -> bool:
     try:
-        return is_run_config(orjson.loads((path / CONFIG_FILE).read_bytes()))
+        return is_run_config(orjson.loads(_read_config(path / CONFIG_FILE)))
     except (OSError, orjson.JSONDecodeError):
         return False
 
