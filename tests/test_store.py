@@ -46,6 +46,7 @@ def test_append_and_read_back(tmp_path: Path) -> None:
 
 def test_torn_tail_is_ignored_and_repaired(tmp_path: Path) -> None:
     store = RunStore.create(tmp_path, "m", no_timestamp=True)
+    store.write_config({})  # what makes it a run directory that --use-cache may open
     store.append_prediction("d", "s", make_sample(0, tmp_path), pred(0))
     store.close()
     path = store.predictions_file("d", "s")

@@ -219,6 +219,8 @@ def _cmd_report(ns: argparse.Namespace) -> int:
 
     report = rebuild_report(ns.run_dirs[0])
     print(report.table())
+    for line in (w for d in report.datasets for w in d.summary.warnings):
+        print(f"groundscope: warning: {line}", file=sys.stderr)
     if (Path(report.run_dir) / "report.html").exists():
         print(f"HTML report: {Path(report.run_dir) / 'report.html'}")
     return 0

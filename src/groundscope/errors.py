@@ -99,3 +99,15 @@ class StoreError(GroundscopeError):
 
 class ErrorBudgetExceeded(GroundscopeError):
     """The share of failed samples crossed ``max_error_rate``; finished work is kept."""
+
+
+def one_error(group: BaseExceptionGroup) -> GroundscopeError | None:
+    """The first error of a task group that failed with groundscope errors only (shown as
+    one line), or None when anything else failed too (a bug: its traceback is wanted)."""
+    mine, other = group.split(GroundscopeError)
+    if mine is None or other is not None:
+        return None
+    first: BaseException = mine
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first if isinstance(first, GroundscopeError) else None

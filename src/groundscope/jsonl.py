@@ -1,13 +1,45 @@
-"""Append-only JSONL files, the one helper their writers share (the run store's predictions
-and reviews, the judge's response caches): a torn last line left by a crash is cut before
-the next append, so appended lines start clean."""
+"""Append-only JSONL files: read back (a torn last line skipped), repair, keyed appends.
+
+A line is written and flushed as soon as it is known, so a crash loses at most the line
+being written; a torn (unterminated) last line is dropped when the file is read back and cut
+before the next append. A :class:`Shard` is one such file with the keys already written to
+it; a key written twice marks the file for compaction on close (last line wins).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from array import array
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any
 
-__all__ = ["repair_tail"]
+import orjson
+
+from groundscope.errors import StoreError
+from groundscope.fileio import fsync_dir
+
+
+def dumps_line(obj: Any) -> bytes:
+    """One JSONL line (values orjson cannot encode are written as ``str``)."""
+    return orjson.dumps(obj, default=str) + b"\n"
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Read a JSONL file written by the store; a torn (unterminated) last line is skipped."""
+    with path.open("rb") as fh:
+        for raw in fh:
+            if not raw.endswith(b"\n"):
+                return  # torn tail from a crash mid-write
+            raw = raw.strip()
+            if not raw:
+                continue
+            try:
+                yield orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise StoreError(f"{path}: corrupt line: {exc}") from None
 
 
 def repair_tail(path: Path) -> None:
@@ -20,3 +52,78 @@ def repair_tail(path: Path) -> None:
             return
         data = path.read_bytes()
         fh.truncate(data.rfind(b"\n") + 1)
+
+
+@dataclass
+class Shard:
+    """One append-only JSONL file and the keys already written to it.
+
+    Only the keys' hashes are kept, 8 bytes a line: a key written twice (found on close)
+    marks the file for compaction; a rare hash collision only costs a needless compaction.
+    A failed write (``OSError``, e.g. a full disk) closes the file and propagates: the next
+    append (or a resumed run) cuts the torn line it may have left.
+    """
+
+    path: Path
+    key_fields: tuple[str, ...]
+    handle: IO[bytes] | None = None
+    keys: array[int] = field(default_factory=lambda: array("q"))
+
+    def append(self, row: Mapping[str, Any]) -> None:
+        if self.handle is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            repair_tail(self.path)
+            self.handle = self.path.open("ab")
+        if self.key_fields:
+            self.keys.append(hash(tuple(row[f] for f in self.key_fields)))
+        try:
+            self.handle.write(dumps_line(row))
+            self.handle.flush()
+        except OSError:
+            self._drop_handle()
+            raise
+
+    def _drop_handle(self) -> None:
+        """Close after a failed write: ``close`` tries one more flush and, if that fails
+        too, still closes the file (the unwritten rest of the line is dropped)."""
+        handle, self.handle = self.handle, None
+        if handle is not None:
+            with contextlib.suppress(OSError):
+                handle.close()
+
+    def discard(self) -> None:
+        """Close without flushing what a failed write left, and delete the file."""
+        self._drop_handle()
+        with contextlib.suppress(OSError):
+            self.path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        if self.handle is not None:
+            try:
+                self.handle.flush()
+                os.fsync(self.handle.fileno())
+            finally:
+                self._drop_handle()
+        if len(set(self.keys)) < len(self.keys):  # a key written again: keep its last line
+            self._compact()
+
+    def _compact(self) -> None:
+        latest: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for row in read_jsonl(self.path):
+            key = tuple(row[f] for f in self.key_fields)
+            latest.pop(key, None)  # keep the order of the last write
+            latest[key] = row
+        tmp = self.path.with_suffix(".jsonl.tmp")
+        try:
+            with tmp.open("wb") as fh:
+                for row in latest.values():
+                    fh.write(dumps_line(row))
+                fh.flush()
+                os.fsync(fh.fileno())
+            tmp.replace(self.path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink()  # the uncompacted file is intact: later lines still win
+            raise
+        fsync_dir(self.path.parent)
+        self.keys = array("q", sorted(set(self.keys)))

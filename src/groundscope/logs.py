@@ -7,6 +7,7 @@ API key never reaches a log line even if a library puts it in an exception messa
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import sys
@@ -40,6 +41,32 @@ class Redactor(logging.Filter):
         return True
 
 
+class RunLogFile(logging.FileHandler):
+    """The run's log file. A line that cannot be written (a full disk) stops the file, with
+    one line on stderr, instead of logging's traceback per record: the log is a convenience,
+    the run's outputs say on their own when they cannot be written."""
+
+    failed = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, OSError):
+            super().handleError(record)
+            return
+        self.failed = True
+        stream, self.stream = self.stream, None  # type: ignore[assignment]
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+        reason = exc.strerror or str(exc)
+        print(f"groundscope: warning: {self.baseFilename}: {reason[:1].lower()}{reason[1:]}; "
+              "log lines go to the terminal only from here", file=sys.stderr)
+
+
 def configure(*, debug: bool = False, secrets: Iterable[str] = (), log_file: Path | None = None,
               console: bool = True) -> Redactor:
     """(Re)configure the groundscope logger for one run. Returns its redactor."""
@@ -57,11 +84,16 @@ def configure(*, debug: bool = False, secrets: Iterable[str] = (), log_file: Pat
         stream.addFilter(redactor)
         logger.addHandler(stream)
     if log_file is not None:
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        fh = logging.FileHandler(log_file, encoding="utf-8")
-        fh.setFormatter(fmt)
-        fh.addFilter(redactor)
-        logger.addHandler(fh)
+        try:
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+            fh = RunLogFile(log_file, encoding="utf-8")
+        except OSError as exc:
+            print(f"groundscope: warning: {log_file}: {exc.strerror or exc}; log lines go to "
+                  "the terminal only", file=sys.stderr)
+        else:
+            fh.setFormatter(fmt)
+            fh.addFilter(redactor)
+            logger.addHandler(fh)
     return redactor
 
 

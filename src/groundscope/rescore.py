@@ -14,20 +14,21 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from groundscope.config import TaskConfig, load_config
-from groundscope.errors import StoreError
+from groundscope.errors import one_error
+from groundscope.jsonl import read_jsonl
 from groundscope.metrics import MetricAccumulator, category_of
 from groundscope.report.grounding import add_grounding_stats
 from groundscope.report.judge import add_judge_stats
 from groundscope.report.model import DatasetReport, MetricRow, Report, Summary
+from groundscope.rundir import read_run_config
 from groundscope.scoring import (
     Scorer,
     ScoringContext,
     build_scorers,
     metric_names,
     primary_metric,
+    score_safely,
     scorer_keys,
 )
 from groundscope.scoring.groups import GROUP_REQUEST_HASH, GroupStage
@@ -35,7 +36,6 @@ from groundscope.scoring.judge import mock_judged
 from groundscope.store import (
     RunStore,
     prediction_from_json,
-    read_jsonl,
     sample_from_json,
     score_from_json,
 )
@@ -44,11 +44,9 @@ from groundscope.types import PredictionStatus
 
 def load_run_config(run_dir: Path, judge: Mapping[str, Any] | None = None) -> TaskConfig:
     """The run's saved config, with secrets dropped (and a judge config, if given, put in)."""
-    path = run_dir / "config.json"
-    if not path.is_file():
-        raise StoreError(f"{run_dir}: not a groundscope run directory (no config.json)")
-    data = orjson.loads(path.read_bytes())
+    data = read_run_config(run_dir)
     data.pop("schema_version", None)
+    data.pop("format", None)
     data["api_key"] = None  # the evaluated model is never called again
     if judge is not None:
         data["judge"] = dict(judge)
@@ -117,7 +115,9 @@ def rebuild_report(run_dir: str | Path) -> Report:
 
 async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescore: bool) -> Report:
     cfg = load_run_config(run_dir, judge)
-    store = RunStore.open(run_dir, cfg.model_name)
+    store = RunStore(run_dir, cfg.model_name).lock()
+    store.resume_hint = (f"the saved reviews are unchanged: free some space, then run "
+                         f"groundscope {'score' if rescore else 'report'} {run_dir} again")
     skipped = _skipped_counts(run_dir)
     ctx = ScoringContext(run_dir=run_dir, judge=cfg.judge, seed=cfg.seed,
                          judge_concurrency=cfg.judge_concurrency or cfg.eval_batch_size,
@@ -133,6 +133,7 @@ async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescor
             reports = [await _process_dataset(cfg, store, name, skipped.get(name, 0), rescore, ctx)
                        for name in cfg.datasets]
         finally:
+            store.discard_staged()  # what a failed re-scoring wrote aside; the old reviews stay
             await ctx.aclose()
             store.close()
         try:  # the JSON reports are written; a rendering failure must not undo them
@@ -154,29 +155,25 @@ async def _process_dataset(cfg: TaskConfig, store: RunStore, name: str, skipped:
     scorers = build_scorers(metric_names(defaults, args.metric_list if args else None, cfg.judge),
                             ctx)
     primary = primary_metric(primary, scorers)
-    keys = scorer_keys(scorers)
     acc = MetricAccumulator()
     groups = GroupStage(scorers)
     rows_all: list[dict[str, Any]] = []
     stale = 0
+    unscored: dict[str, dict[str, int]] = {}
     for dataset, subset in store.saved_subsets():
         if dataset != name:
             continue
         rows = store.load_predictions(name, subset)
         rows_all += rows.values()
-        if rescore:
-            store.reviews_file(name, subset).unlink(missing_ok=True)
+        if rescore:  # written aside: the saved reviews stay until every score is in
+            store.stage_reviews(name, subset)
             await _rescore_subset(store, name, subset, rows.values(), scorers, acc,
                                   ctx.judge_concurrency, groups)
             continue
-        for review in store.load_reviews(name, subset).values():
-            row = rows.get((review.get("sample_id"), review.get("repeat")))
-            if not _current(review, row, keys):
-                stale += 1
-                continue
-            score = score_from_json(review)
-            category = category_of(row["sample"]["metadata"]) if row else None
-            acc.add(subset, score, keys[score.scorer], category)
+        left_out, missing = _aggregate_subset(store, name, subset, rows, scorers, acc)
+        stale += left_out
+        if missing:
+            unscored[subset] = missing
     if stale:
         logging.getLogger("groundscope").info(
             "%s: %d saved scores left out (a metric no longer configured, or a sample asked "
@@ -184,14 +181,50 @@ async def _process_dataset(cfg: TaskConfig, store: RunStore, name: str, skipped:
     for subset, score, group_keys in await groups.finish():  # re-scored groups (rescore only)
         store.append_score(name, subset, score, GROUP_REQUEST_HASH)
         acc.add(subset, score, group_keys)
+    store.commit_reviews()
+    summary = _summary(rows_all, skipped)
+    _note_unscored(summary, store, name, unscored)
     rep = DatasetReport(
         model=cfg.model_name, dataset=name, pretty_name=pretty, primary_metric=primary,
-        subsets=acc.subsets(), summary=_summary(rows_all, skipped),
+        subsets=acc.subsets(), summary=summary,
         metrics=[MetricRow.from_result(r, c) for c, r in acc.rows(seed=cfg.seed)])
     rep = add_judge_stats(rep, cfg.judge, store)
     rep = add_grounding_stats(rep, cfg.judge, store)
     store.write_report(name, rep.model_dump(mode="json"))
     return rep
+
+
+def _aggregate_subset(store: RunStore, name: str, subset: str,
+                      rows: Mapping[tuple[str, int], dict[str, Any]], scorers: list[Scorer],
+                      acc: MetricAccumulator) -> tuple[int, dict[str, int]]:
+    """Add a subset's current saved scores to ``acc``; ``(stale scores left out, {"of":
+    predictions, "unscored": predictions missing a score of some configured scorer})``."""
+    keys = scorer_keys(scorers)
+    stale = 0
+    have: set[tuple[str, int, str]] = set()
+    for review in store.load_reviews(name, subset).values():
+        row = rows.get((review.get("sample_id"), review.get("repeat")))
+        if not _current(review, row, keys):
+            stale += 1
+            continue
+        score = score_from_json(review)
+        have.add((score.sample_id, score.repeat, score.scorer))
+        category = category_of(row["sample"]["metadata"]) if row else None
+        acc.add(subset, score, keys[score.scorer], category)
+    missing = sum(1 for sid, repeat in rows
+                  if any((sid, repeat, s.name) not in have for s in scorers))
+    return stale, ({"of": len(rows), "unscored": missing} if missing else {})
+
+
+def _note_unscored(summary: Summary, store: RunStore, name: str,
+                   unscored: Mapping[str, Mapping[str, int]]) -> None:
+    """Say, per subset, how many saved predictions have no score (e.g. a re-scoring by an
+    older version was killed): a report over fewer samples must not pass unnoticed."""
+    for subset, n in unscored.items():
+        summary.unscored[subset] = n["unscored"]
+        summary.warnings.append(
+            f"{name}/{subset}: {n['unscored']} of {n['of']} predictions have no score; "
+            f"run groundscope score {store.run_dir}")
 
 
 def _current(review: Mapping[str, Any], row: Mapping[str, Any] | None,
@@ -219,9 +252,17 @@ async def _rescore_subset(store: RunStore, name: str, subset: str, rows: Iterabl
         pred = prediction_from_json(row)
         async with slots:
             for scorer in scorers:
-                score = await scorer.score(sample, pred)
+                score = await score_safely(scorer, sample, pred)
                 store.append_score(name, subset, score, pred.request_hash)
                 acc.add(subset, score, scorer.keys, category_of(sample.metadata))
                 groups.collect(subset, score)
 
-    await asyncio.gather(*(one(row) for row in rows))
+    try:  # a failure cancels the others: nothing is appended once the re-scoring is dropped
+        async with asyncio.TaskGroup() as tg:
+            for row in rows:
+                tg.create_task(one(row))
+    except BaseExceptionGroup as group:
+        first = one_error(group)
+        if first is None:
+            raise
+        raise first from None

@@ -19,7 +19,7 @@ log = logging.getLogger("groundscope")
 
 # Keys about where and how a run executes: changing them never changes a result.
 _EXECUTION_KEYS = frozenset({
-    "use_cache", "work_dir", "no_timestamp", "debug", "schema_version", "strict",
+    "use_cache", "work_dir", "no_timestamp", "debug", "schema_version", "format", "strict",
     "ignore_errors", "max_error_rate", "timeout", "max_retries", "retry_base_delay",
     "retry_max_delay", "eval_batch_size", "judge_concurrency", "api_url", "api_key",
 })

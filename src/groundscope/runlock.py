@@ -43,8 +43,11 @@ def lock_dir(run_dir: Path) -> bool:
             who = f" (pid {holder})" if holder.isdigit() else ""
             raise StoreError(f"{run_dir}: in use by another groundscope process{who}; "
                              "let it finish (or stop it), then try again") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:  # the pid is only for the message above: a full disk must not stop the run here
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass
         _HELD[key] = [fd, 1]
         return True
 

@@ -28,10 +28,10 @@ from groundscope.config import TaskConfig
 from groundscope.errors import (
     ConfigError,
     ErrorBudgetExceeded,
-    GroundscopeError,
     MediaError,
     ModelError,
     RecordError,
+    one_error,
 )
 from groundscope.metrics import category_of
 from groundscope.plan import DatasetRun, Item, iter_samples, plan_dataset
@@ -40,10 +40,15 @@ from groundscope.report.grounding import add_grounding_stats
 from groundscope.report.judge import add_judge_stats
 from groundscope.report.model import DatasetReport, MetricRow, Report
 from groundscope.resume import scoring_view, warn_config_changes
-from groundscope.scoring import ScoringContext
+from groundscope.scoring import ScoringContext, score_safely
 from groundscope.scoring.groups import GROUP_REQUEST_HASH
 from groundscope.sidework import SideWork
-from groundscope.store import RunStore, prediction_from_json, sample_to_json
+from groundscope.store import (
+    RunStore,
+    check_subset_files,
+    prediction_from_json,
+    sample_to_json,
+)
 from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
 
 log = logging.getLogger("groundscope")
@@ -61,6 +66,7 @@ class Runner:
                                       judge_concurrency=cfg.judge_concurrency or cfg.eval_batch_size,
                                       timeout=cfg.timeout, max_retries=cfg.max_retries)
         self.datasets = [plan_dataset(cfg, name, self.scoring) for name in cfg.datasets]
+        check_subset_files((run.name, subset) for run in self.datasets for subset in run.subsets)
         if cfg.use_cache:
             self.store = RunStore.open(cfg.use_cache, cfg.model_name)
         else:
@@ -91,6 +97,8 @@ class Runner:
         cfg = self.cfg
         logs.configure(debug=cfg.debug, secrets=cfg.secrets(), log_file=self.store.log_file)
         log.info("run directory: %s", self.run_dir)
+        if self.store.note:
+            log.warning("%s", self.store.note)
         if cfg.use_cache:
             warn_config_changes(self.run_dir, cfg.redacted())
         self.store.write_config(cfg.redacted())
@@ -155,8 +163,11 @@ class Runner:
 
     def _items(self) -> Iterator[Item]:
         for run in self.datasets:
-            seen: dict[str, str] = {}
+            seen: dict[str, str] = {}  # ids are unique per subset (its outputs are its own)
+            current = None
             for subset, item in iter_samples(self.cfg, run, strict=self.cfg.strict):
+                if subset != current:
+                    current, seen = subset, {}
                 if isinstance(item, RecordError):
                     self._skip(run, subset, str(item))
                     continue
@@ -206,12 +217,9 @@ class Runner:
                         self._side.first_wave_out()
                 self._side.first_wave_out()
         except BaseExceptionGroup as group:  # a user error stays one line, not a traceback
-            mine, other = group.split(GroundscopeError)
-            if mine is None or other is not None:
+            first = one_error(group)
+            if first is None:
                 raise
-            first: BaseException = mine
-            while isinstance(first, BaseExceptionGroup):
-                first = first.exceptions[0]
             raise first from None
 
     async def _guarded(self, client: Any, item: Item, live: asyncio.Semaphore,
@@ -319,15 +327,7 @@ class Runner:
                     and row.get("status") != ScoreStatus.JUDGE_FAILED.value):  # re-judged
                 score = score_from_json(row)
             else:
-                try:
-                    score = await scorer.score(item.sample, pred)
-                except GroundscopeError:
-                    raise
-                except Exception as exc:
-                    log.error("%s: scorer %s failed: %s", item.sample.origin, scorer.name, exc)
-                    score = Score(item.sample.id, scorer.name, ScoreStatus.ERROR,
-                                  detail={"error": self._scrub(f"{type(exc).__name__}: {exc}")},
-                                  repeat=item.repeat)
+                score = await score_safely(scorer, item.sample, pred, self._scrub)
                 self.store.append_score(run.name, item.subset, score, req_hash)
             run.acc.add(item.subset, score, scorer.keys, category_of(item.sample.metadata))
             run.groups.collect(item.subset, score)

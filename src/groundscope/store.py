@@ -3,7 +3,8 @@
 Layout (schema version 1)::
 
     <run_dir>/
-      config.json                               the task config, secrets replaced by ***
+      config.json                               the task config, secrets replaced by ***,
+                                                marked "format": "groundscope-run" (rundir.py)
       predictions/<model>/<dataset>_<subset>.jsonl   one line per finished request
       reviews/<model>/<dataset>_<subset>.jsonl       one line per (sample, scorer)
       reports/<model>/<dataset>.json                  the versioned dataset report
@@ -16,24 +17,28 @@ line being written; a torn last line is dropped when the file is read back. A re
 matches saved predictions by ``(sample_id, repeat)`` *and* the request hash, so a changed
 prompt, model or generation config is requested again, never silently reused. When a run
 ends, files holding superseded lines are compacted so every sample appears exactly once.
+Whole files (config.json, reports) are replaced atomically (``fileio.atomic_write``); a
+re-scoring writes its reviews aside and swaps them in only once complete. A failed write (a
+full disk) is a one-line ``StoreError`` naming the file and how to resume.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import re
 import weakref
-from array import array
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
 
-from groundscope.errors import StoreError
-from groundscope.jsonl import repair_tail
+from groundscope.errors import ConfigError, StoreError
+from groundscope.fileio import atomic_write, fsync_dir, write_error
+from groundscope.jsonl import Shard, read_jsonl
+from groundscope.rundir import RUN_MARKER, check_fresh_run_dir, resume_target
 from groundscope.runlock import lock_dir, unlock_dir
 from groundscope.types import (
     AnswerKind,
@@ -62,26 +67,25 @@ def safe_name(name: str) -> str:
     return _UNSAFE.sub("_", name).strip("._") or "_"
 
 
-def _dumps(obj: Any) -> bytes:
-    return orjson.dumps(obj, default=str) + b"\n"
-
-
-def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """Read a JSONL file written by the store; a torn (unterminated) last line is skipped."""
-    with path.open("rb") as fh:
-        for raw in fh:
-            if not raw.endswith(b"\n"):
-                return  # torn tail from a crash mid-write
-            raw = raw.strip()
-            if not raw:
-                continue
-            try:
-                yield orjson.loads(raw)
-            except orjson.JSONDecodeError as exc:
-                raise StoreError(f"{path}: corrupt line: {exc}") from None
-
-
 # ---------------------------------------------------------------- (de)serialisation
+
+
+def subset_file_name(dataset: str, subset: str) -> str:
+    """The file name of a subset's predictions and reviews."""
+    return f"{safe_name(dataset)}_{safe_name(subset)}.jsonl"
+
+
+def check_subset_files(pairs: Iterable[tuple[str, str]]) -> None:
+    """``ConfigError`` (before anything is written) when two (dataset, subset) pairs would
+    share one output file, e.g. subsets ``a b`` and ``a_b``: their samples would mix."""
+    seen: dict[str, tuple[str, str]] = {}
+    for dataset, subset in pairs:
+        first = seen.setdefault(subset_file_name(dataset, subset), (dataset, subset))
+        if first != (dataset, subset):
+            raise ConfigError(
+                f"dataset_args.{dataset}: subsets {first[1]!r} ({first[0]}) and {subset!r} "
+                f"({dataset}) would share the output file {subset_file_name(dataset, subset)}; "
+                "rename one of them")
 
 
 def message_to_json(msg: Message) -> dict[str, Any]:
@@ -195,54 +199,6 @@ def score_from_json(row: Mapping[str, Any]) -> Score:
 # ---------------------------------------------------------------- the store
 
 
-@dataclass
-class _Shard:
-    """One append-only JSONL file and the keys already written to it.
-
-    Only the keys' hashes are kept, 8 bytes a line: a key written twice (found on close)
-    marks the file for compaction; a rare hash collision only costs a needless compaction.
-    """
-
-    path: Path
-    key_fields: tuple[str, ...]
-    handle: IO[bytes] | None = None
-    keys: array[int] = field(default_factory=lambda: array("q"))
-
-    def append(self, row: Mapping[str, Any]) -> None:
-        if self.handle is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            repair_tail(self.path)
-            self.handle = self.path.open("ab")
-        if self.key_fields:
-            self.keys.append(hash(tuple(row[f] for f in self.key_fields)))
-        self.handle.write(_dumps(row))
-        self.handle.flush()
-
-    def close(self) -> None:
-        if self.handle is not None:
-            self.handle.flush()
-            os.fsync(self.handle.fileno())
-            self.handle.close()
-            self.handle = None
-        if len(set(self.keys)) < len(self.keys):  # a key written again: keep its last line
-            self._compact()
-
-    def _compact(self) -> None:
-        latest: dict[tuple[Any, ...], dict[str, Any]] = {}
-        for row in read_jsonl(self.path):
-            key = tuple(row[f] for f in self.key_fields)
-            latest.pop(key, None)  # keep the order of the last write
-            latest[key] = row
-        tmp = self.path.with_suffix(".jsonl.tmp")
-        with tmp.open("wb") as fh:
-            for row in latest.values():
-                fh.write(_dumps(row))
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.replace(self.path)
-        self.keys = array("q", sorted(set(self.keys)))
-
-
 class RunStore:
     """Owns one run directory. Not thread-safe: used from the runner's event loop only.
 
@@ -255,9 +211,13 @@ class RunStore:
     def __init__(self, run_dir: Path, model_name: str) -> None:
         self.run_dir = run_dir
         self.model_dir = safe_name(model_name)
-        self._shards: dict[Path, _Shard] = {}
+        self._shards: dict[Path, Shard] = {}
         self._paths: dict[tuple[str, str, str], Path] = {}
+        self._staged: dict[Path, Path] = {}  # reviews file -> its replacement being written
         self._unlock: Callable[[], None] | None = None
+        self.note: str | None = None  # what ``open`` resolved the given path to, to show
+        self.resume_hint = (f"finished work is kept in {run_dir}: free some space, then resume "
+                            f"with --use-cache {run_dir}")
 
     def lock(self) -> RunStore:
         """Take the directory's lock (StoreError when another process holds it). Stores of
@@ -276,8 +236,11 @@ class RunStore:
 
     @classmethod
     def create(cls, work_dir: str | Path, model_name: str, *, no_timestamp: bool = False) -> RunStore:
+        """A new run directory under ``work_dir`` (or ``work_dir`` itself with
+        ``no_timestamp``, which must then be missing or empty: see ``rundir``)."""
         root = Path(work_dir)
         if no_timestamp:
+            check_fresh_run_dir(root)
             run_dir = root
         else:
             stamp = _dt.datetime.now().strftime("%Y%m%d_%H%M%S")
@@ -286,22 +249,27 @@ class RunStore:
             while run_dir.exists():
                 n += 1
                 run_dir = root / f"{stamp}_{n}"
-        run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise write_error(run_dir, exc) from None
         return cls(run_dir, model_name).lock()
 
     @classmethod
     def open(cls, run_dir: str | Path, model_name: str) -> RunStore:
-        path = Path(run_dir)
-        if not path.is_dir():
-            raise StoreError(f"use_cache: run directory not found: {path}")
-        return cls(path, model_name).lock()
+        """The run directory ``run_dir`` (``--use-cache``): a run, an empty directory, or a
+        work directory holding runs (the latest is opened; ``note`` says which)."""
+        path, note = resume_target(Path(run_dir))
+        store = cls(path, model_name).lock()
+        store.note = note
+        return store
 
     # -- paths
 
     def _subset_file(self, kind: str, dataset: str, subset: str) -> Path:
         path = self._paths.get((kind, dataset, subset))
         if path is None:  # built once: this is on the per-sample path
-            name = f"{safe_name(dataset)}_{safe_name(subset)}.jsonl"
+            name = subset_file_name(dataset, subset)
             path = self._paths[(kind, dataset, subset)] = self.run_dir / kind / self.model_dir / name
         return path
 
@@ -321,42 +289,96 @@ class RunStore:
     # -- writing
 
     def write_config(self, redacted: Mapping[str, Any]) -> None:
-        data = {"schema_version": SCHEMA_VERSION, **redacted}
-        (self.run_dir / "config.json").write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+        """config.json, atomically (never a 0-byte or torn file), with the run marker."""
+        data = {"schema_version": SCHEMA_VERSION, "format": RUN_MARKER, **redacted}
+        atomic_write(self.run_dir / "config.json", orjson.dumps(data, option=orjson.OPT_INDENT_2),
+                     hint=self.resume_hint)
 
-    def _shard(self, path: Path, key_fields: tuple[str, ...]) -> _Shard:
+    def _append(self, path: Path, key_fields: tuple[str, ...], row: Mapping[str, Any]) -> None:
+        path = self._staged.get(path, path)
         shard = self._shards.get(path)
-        if shard is None:
-            shard = self._shards[path] = _Shard(path, key_fields)
-            if path.exists():
-                for row in read_jsonl(path):
-                    shard.keys.append(hash(tuple(row[f] for f in key_fields)))
-        return shard
+        try:
+            if shard is None:
+                shard = self._shards[path] = Shard(path, key_fields)
+                if path.exists():
+                    for old in read_jsonl(path):
+                        shard.keys.append(hash(tuple(old[f] for f in key_fields)))
+            shard.append(row)
+        except OSError as exc:
+            raise write_error(path, exc, self.resume_hint) from None
 
     def append_prediction(self, dataset: str, subset: str, sample: Sample, pred: Prediction) -> None:
         row = {"sample_id": sample.id, "repeat": pred.repeat, "dataset": dataset, "subset": subset,
                **prediction_to_json(pred), "sample": sample_to_json(sample)}
-        self._shard(self.predictions_file(dataset, subset), ("sample_id", "repeat")).append(row)
+        self._append(self.predictions_file(dataset, subset), ("sample_id", "repeat"), row)
 
     def append_score(self, dataset: str, subset: str, score: Score, request_hash: str) -> None:
         row = {"sample_id": score.sample_id, "repeat": score.repeat, "dataset": dataset,
                "subset": subset, "request_hash": request_hash, **score_to_json(score)}
-        self._shard(self.reviews_file(dataset, subset), ("sample_id", "repeat", "scorer")).append(row)
+        self._append(self.reviews_file(dataset, subset), ("sample_id", "repeat", "scorer"), row)
 
     def append_skipped(self, dataset: str, subset: str, problem: str) -> None:
         """One bad record; keyed, so a resumed run that meets it again does not count it twice."""
         row = {"dataset": dataset, "subset": subset, "problem": problem}
-        self._shard(self.run_dir / "skipped.jsonl", ("dataset", "subset", "problem")).append(row)
+        self._append(self.run_dir / "skipped.jsonl", ("dataset", "subset", "problem"), row)
 
     def write_report(self, dataset: str, report: Mapping[str, Any]) -> Path:
         path = self.report_file(dataset)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2, default=str))
+        atomic_write(path, orjson.dumps(report, option=orjson.OPT_INDENT_2, default=str),
+                     hint=self.resume_hint)
         return path
 
     def close(self) -> None:
-        for shard in self._shards.values():
-            shard.close()
+        """Flush, fsync and close every file (compacting those with superseded lines); the
+        first failure is raised once all are closed."""
+        failed: StoreError | None = None
+        for path, shard in self._shards.items():
+            try:
+                shard.close()
+            except OSError as exc:
+                failed = failed or write_error(path, exc, self.resume_hint)
+        if failed is not None:
+            raise failed
+
+    # -- re-scoring: new reviews are written aside, then replace the old ones at once
+
+    def stage_reviews(self, dataset: str, subset: str) -> None:
+        """Send this subset's scores to a file aside until :meth:`commit_reviews`; until
+        then (and for good if the process dies) the saved reviews stay as they were."""
+        final = self.reviews_file(dataset, subset)
+        aside = final.with_name(f".{final.name}.rescoring")
+        try:
+            aside.unlink(missing_ok=True)  # left by a re-scoring that was killed
+            aside.parent.mkdir(parents=True, exist_ok=True)
+            aside.touch()  # a subset whose scores are all gone is committed empty
+        except OSError as exc:
+            raise write_error(aside, exc, self.resume_hint) from None
+        self._staged[final] = aside
+
+    def commit_reviews(self) -> None:
+        """Replace each staged subset's reviews by its new file (fsync, then ``os.replace``)."""
+        staged, self._staged = self._staged, {}
+        for final, aside in staged.items():
+            shard = self._shards.pop(aside, None)
+            try:
+                if shard is not None:
+                    shard.close()
+                os.replace(aside, final)
+            except OSError as exc:
+                self._staged = staged  # discard_staged removes what is left
+                raise write_error(final, exc, self.resume_hint) from None
+            self._shards.pop(final, None)  # its key index is stale now
+            fsync_dir(final.parent)
+
+    def discard_staged(self) -> None:
+        """Drop scores written aside and not committed (a failed re-scoring)."""
+        staged, self._staged = self._staged, {}
+        for aside in staged.values():
+            shard = self._shards.pop(aside, None)
+            if shard is not None:
+                shard.discard()
+            with contextlib.suppress(OSError):
+                aside.unlink(missing_ok=True)
 
     # -- reading back (resume, re-score, re-report)
 

@@ -20,3 +20,5 @@ class Summary(BaseModel):
     cached: int = 0
     changed: int = 0
     errors_by_kind: dict[str, int] = Field(default_factory=dict)
+    unscored: dict[str, int] = Field(default_factory=dict)  # subset -> predictions without a score
+    warnings: list[str] = Field(default_factory=list)  # one line each, shown with the table

@@ -18,6 +18,7 @@ stored: a failed request is retried next time. API keys are never part of a key 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import os
@@ -28,6 +29,7 @@ from typing import IO, Any
 import orjson
 
 from groundscope.client.openai import ChatClient, effective_config
+from groundscope.fileio import write_error
 from groundscope.jsonl import repair_tail
 from groundscope.types import Completion, MediaPart, Message, Usage
 
@@ -119,20 +121,33 @@ class ResponseCache:
         self._load()[key] = completion
         if self.path is None:
             return
-        if self._handle is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            repair_tail(self.path)
-            self._handle = self.path.open("ab")
         row = {"key": key, "model": model, "completion": completion_to_json(completion)}
-        self._handle.write(orjson.dumps(row) + b"\n")
-        self._handle.flush()
+        try:
+            if self._handle is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                repair_tail(self.path)
+                self._handle = self.path.open("ab")
+            self._handle.write(orjson.dumps(row) + b"\n")
+            self._handle.flush()
+        except OSError as exc:  # e.g. a full disk: one line, not a traceback
+            self._drop_handle()
+            raise write_error(self.path, exc) from None
+
+    def _drop_handle(self) -> None:
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            with contextlib.suppress(OSError):
+                handle.close()
 
     def close(self) -> None:
         if self._handle is not None:
-            self._handle.flush()
-            os.fsync(self._handle.fileno())
-            self._handle.close()
-            self._handle = None
+            try:
+                self._handle.flush()
+                os.fsync(self._handle.fileno())
+            except OSError as exc:
+                raise write_error(self.path or "", exc) from None
+            finally:
+                self._drop_handle()
 
 
 Connect = Callable[[], Awaitable[ChatClient]]

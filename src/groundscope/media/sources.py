@@ -20,6 +20,7 @@ from typing import Literal
 from urllib.parse import parse_qsl, unquote_to_bytes, urlsplit, urlunsplit
 
 from groundscope.errors import MediaError
+from groundscope.media.digest import content_id
 from groundscope.media.formats import (
     _FORMAT_MIME,
     _URL_RE,
@@ -204,12 +205,13 @@ def _supported_format(ref: MediaRef, data: bytes | None) -> str:
 
 
 def fingerprint(ref: MediaRef) -> str:
-    """A cheap identity for request hashing: path + size + mtime, URL, or a content hash."""
+    """An identity for request hashing: path as written + size + content hash (computed
+    once per file version, ``media/digest.py``: a copy with a new date is the same medium),
+    URL, or a content hash of inline data."""
     kind = _classify(ref.source)
     if kind == "path":
         try:
-            stat = resolve_path(ref).stat()
-            ident = f"path:{ref.source}:{stat.st_size}:{stat.st_mtime_ns}"
+            ident = f"path:{ref.source}:{content_id(resolve_path(ref), DEFAULT_MAX_BYTES)}"
         except (MediaError, OSError):
             ident = f"path:{ref.source}:missing"
     elif kind == "url":

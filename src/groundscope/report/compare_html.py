@@ -9,11 +9,11 @@ page has no script at all; like the run page it can fetch nothing (see ``page.py
 from __future__ import annotations
 
 import datetime as _dt
-import os
 from html import escape
 from pathlib import Path
 from typing import Any
 
+from groundscope.fileio import atomic_write
 from groundscope.metrics import OVERALL
 from groundscope.report.compare import Comparison, format_delta, format_p
 from groundscope.report.page import render_page
@@ -27,7 +27,6 @@ _EXCERPT = 400
 def write_comparison(cmp: Comparison, out: str | Path) -> Path:
     """Write the comparison page to ``out`` and return its path."""
     path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
     generated = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     labels = " vs ".join(f"{s.label} {s.data.model}" for s in cmp.runs)
     body = "\n".join([
@@ -38,9 +37,7 @@ def write_comparison(cmp: Comparison, out: str | Path) -> Path:
         _runs_section(cmp), _charts_section(cmp), _scores_section(cmp), _disagreements_section(cmp),
         "</main>",
     ])
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(render_page(f"groundscope comparison · {labels}", body), encoding="utf-8")
-    tmp.replace(path)
+    atomic_write(path, render_page(f"groundscope comparison · {labels}", body).encode("utf-8"))
     return path
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
-import os
 import time
 from html import escape
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from groundscope.fileio import atomic_write
 from groundscope.metrics import OVERALL
 from groundscope.report.embed import DEFAULT_BUDGET, MediaTable
 from groundscope.report.model import DatasetReport
@@ -52,9 +52,7 @@ def write_html(run_dir: str | Path, *, media_budget: int = DEFAULT_BUDGET,
     page = render_page(f"groundscope · {run.model} · {run.run_dir.name}", body, data=blob,
                        script=asset("report.js"))
     path = run.run_dir / "report.html"
-    tmp = path.with_name(f".report.html.{os.getpid()}.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(path)
+    atomic_write(path, page.encode("utf-8"))
     log.debug("wrote %s (%d samples, %.1f MB) in %.2fs", path, len(data["samples"]),
               path.stat().st_size / 1e6, time.perf_counter() - started)
     return path
@@ -89,6 +87,7 @@ def _summary_section(run: RunData) -> str:
         cards = "".join(f'<div class="gs-stat gs-stat-{k}"><span>{v}</span>{k}</div>'
                         for k, v in stats if k != "changed" or v)
         out.append(f"<h3>{escape(rep.pretty_name)}</h3><div class=\"gs-stats\">{cards}</div>")
+        out += [f'<p class="gs-note gs-warning">{escape(w)}</p>' for w in s.warnings]
         if s.errors_by_kind:
             rows = sorted(s.errors_by_kind.items(), key=lambda kv: -kv[1])
             out.append(table(["Error kind", "Samples"], [list(r) for r in rows], numeric={1}))

@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from groundscope.errors import StoreError
+from groundscope.jsonl import read_jsonl
 from groundscope.report.model import DatasetReport
-from groundscope.store import read_jsonl, safe_name
+from groundscope.rundir import read_run_config
+from groundscope.store import safe_name
 
 PASS_THRESHOLD = 0.5
 OUTCOMES = ("pass", "fail", "errored", "excluded")
@@ -141,10 +140,7 @@ class RunData:
 def load_run(run_dir: str | Path) -> RunData:
     """Read a run directory's config, reports and skipped records (samples are streamed)."""
     root = Path(run_dir)
-    config_path = root / "config.json"
-    if not config_path.is_file():
-        raise StoreError(f"{root}: not a groundscope run directory (no config.json)")
-    config = orjson.loads(config_path.read_bytes())
+    config = read_run_config(root)
     model = str(config.get("model_id") or config.get("model") or "model")
     model_dir = safe_name(model)
     if not (root / "predictions" / model_dir).is_dir():

@@ -27,6 +27,7 @@ from groundscope.scoring.base import (
     Scorer,
     ScoringContext,
     exact_match,
+    score_safely,
 )
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from groundscope.scoring.judge import JudgePanel
 
 __all__ = ["Scorer", "ScoringContext", "build_scorers", "metric_names", "primary_metric",
-           "scorer_keys"]
+           "score_safely", "scorer_keys"]
 
 log = logging.getLogger("groundscope")
 

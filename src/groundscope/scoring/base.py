@@ -8,17 +8,20 @@ averages and counted in the report.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from groundscope.errors import GroundscopeError
 from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
 
 if TYPE_CHECKING:
     from groundscope.config import JudgeConfig
 
 T = TypeVar("T")
+log = logging.getLogger("groundscope")
 
 BLEU_KEYS = tuple(f"bleu-{n}" for n in range(1, 5))
 ROUGE_KEYS = tuple(f"rouge-{v}-{s}" for v in ("1", "2", "l") for s in ("r", "p", "f"))
@@ -70,6 +73,24 @@ class Scorer(Protocol):
     keys: tuple[str, ...]
 
     async def score(self, sample: Sample, prediction: Prediction) -> Score: ...
+
+
+async def score_safely(scorer: Scorer, sample: Sample, prediction: Prediction,
+                       scrub: Callable[[str], str] = str) -> Score:
+    """``scorer.score(...)``, with a scorer that crashes (a bug, a reply no contract
+    foresaw) recorded as an ``ERROR`` score naming the exception, never a traceback that
+    ends the run. ``GroundscopeError`` (bad config, a run directory that cannot be written)
+    still ends it. ``scrub`` removes secrets from the saved error text. Used by ``eval``
+    and ``groundscope score`` alike."""
+    try:
+        return await scorer.score(sample, prediction)
+    except GroundscopeError:
+        raise
+    except Exception as exc:
+        error = scrub(f"{type(exc).__name__}: {exc}")
+        log.error("%s: scorer %s failed: %s", sample.origin, scorer.name, error)
+        return Score(sample.id, scorer.name, ScoreStatus.ERROR, detail={"error": error},
+                     repeat=prediction.repeat)
 
 
 def unusable(sample: Sample, prediction: Prediction, scorer: str) -> Score | None:
