@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -32,8 +32,7 @@ class FormatContext:
     """What a format function needs besides the record: one per (dataset, subset).
 
     ``base_dir`` is the dataset file's directory (relative media paths resolve against it
-    first). ``warned`` is shared by the contexts of one load so that a warning about one
-    missing medium of one file is logged once; it takes no part in equality.
+    first; it is an allowed media root).
     ``human_label_field`` is the record column holding a human correct/incorrect label
     (``judge.human_label_field``); formats keep it as ``metadata["human_label"]``.
     """
@@ -46,7 +45,6 @@ class FormatContext:
     shuffle_choices: bool = False
     seed: int | None = None
     human_label_field: str = "human_label"
-    warned: set[tuple[str, str]] = field(default_factory=set, compare=False, repr=False)
 
 
 RecordToSample = Callable[[dict[str, Any], Origin, FormatContext], Sample]
@@ -143,10 +141,9 @@ def load_samples(
     names = list(subsets) if subsets else list_subsets(local_path, fmt.split)
     if not names:
         raise DatasetError(f"no dataset files (.jsonl/.csv/.tsv/.parquet) in {local_path}")
-    warned: set[tuple[str, str]] = set()
     for subset in names:
         path = find_subset_file(local_path, subset, fmt.split)
-        ctx = _context(name, subset, path, ctx_kwargs, warned)
+        ctx = _context(name, subset, path, ctx_kwargs)
         for item in _subset_items(fmt, path, ctx, _resolve_limit(limit, path)):
             if strict and isinstance(item, RecordError):
                 raise item
@@ -158,14 +155,13 @@ def _context(
     subset: str,
     path: Path,
     ctx_kwargs: Mapping[str, Any] | None,
-    warned: set[tuple[str, str]],
 ) -> FormatContext:
     extra = dict(ctx_kwargs or {})
-    reserved = {"dataset", "subset", "base_dir", "warned"} & extra.keys()
+    reserved = {"dataset", "subset", "base_dir"} & extra.keys()
     try:
         if reserved:
             raise TypeError(f"reserved keys {sorted(reserved)}")
-        return FormatContext(name, subset, path.parent, warned=warned, **extra)
+        return FormatContext(name, subset, path.parent, **extra)
     except TypeError as exc:
         raise ConfigError(f"{name}: bad dataset options: {exc}") from None
 
