@@ -18,6 +18,7 @@ import orjson
 
 from groundscope.config import TaskConfig, load_config
 from groundscope.errors import StoreError
+from groundscope.media import media_roots_in_force
 from groundscope.metrics import MetricAccumulator, category_of
 from groundscope.report.grounding import add_grounding_stats
 from groundscope.report.judge import add_judge_stats
@@ -32,10 +33,12 @@ from groundscope.scoring import (
 )
 from groundscope.scoring.groups import GROUP_REQUEST_HASH, GroupStage
 from groundscope.store import (
+    MEDIA_ROOTS_KEY,
     RunStore,
     prediction_from_json,
     read_jsonl,
     sample_from_json,
+    saved_media_roots,
     score_from_json,
 )
 from groundscope.types import PredictionStatus
@@ -48,6 +51,7 @@ def load_run_config(run_dir: Path, judge: Mapping[str, Any] | None = None) -> Ta
         raise StoreError(f"{run_dir}: not a groundscope run directory (no config.json)")
     data = orjson.loads(path.read_bytes())
     data.pop("schema_version", None)
+    data.pop(MEDIA_ROOTS_KEY, None)  # not a config key: see _process_run
     data["api_key"] = None  # the evaluated model is never called again
     if judge is not None:
         data["judge"] = dict(judge)
@@ -116,6 +120,12 @@ def rebuild_report(run_dir: str | Path) -> Report:
 
 async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescore: bool) -> Report:
     cfg = load_run_config(run_dir, judge)
+    config = orjson.loads((run_dir / "config.json").read_bytes())
+    with media_roots_in_force(saved_media_roots(config)):  # the run's, never this cwd
+        return await _process_run_in_roots(run_dir, cfg, rescore=rescore)
+
+
+async def _process_run_in_roots(run_dir: Path, cfg: TaskConfig, *, rescore: bool) -> Report:
     store = RunStore.open(run_dir, cfg.model_name)
     skipped = _skipped_counts(run_dir)
     ctx = ScoringContext(run_dir=run_dir, judge=cfg.judge, seed=cfg.seed,

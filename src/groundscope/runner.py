@@ -34,7 +34,7 @@ from groundscope.errors import (
     RecordError,
 )
 from groundscope.metrics import category_of
-from groundscope.plan import DatasetRun, Item, iter_samples, plan_dataset
+from groundscope.plan import DatasetRun, Item, iter_samples, plan_dataset, run_media_roots
 from groundscope.progress import Progress
 from groundscope.report.grounding import add_grounding_stats
 from groundscope.report.judge import add_judge_stats
@@ -43,7 +43,7 @@ from groundscope.resume import scoring_view, warn_config_changes
 from groundscope.scoring import ScoringContext
 from groundscope.scoring.groups import GROUP_REQUEST_HASH
 from groundscope.sidework import SideWork
-from groundscope.store import RunStore, prediction_from_json, sample_to_json
+from groundscope.store import MEDIA_ROOTS_KEY, RunStore, prediction_from_json, sample_to_json
 from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
 
 log = logging.getLogger("groundscope")
@@ -62,6 +62,7 @@ class Runner:
                                       timeout=cfg.timeout, max_retries=cfg.max_retries,
                                       simulator=cfg.simulator)
         self.datasets = [plan_dataset(cfg, name, self.scoring) for name in cfg.datasets]
+        self._media_roots = run_media_roots(cfg)  # a bad --media-root: before a run directory
         if cfg.use_cache:
             self.store = RunStore.open(cfg.use_cache, cfg.model_name)
         else:
@@ -94,9 +95,10 @@ class Runner:
         log.info("run directory: %s", self.run_dir)
         if cfg.use_cache:
             warn_config_changes(self.run_dir, cfg.redacted())
-        self.store.write_config(cfg.redacted())
         from groundscope import media
 
+        roots = media.set_media_roots(self._media_roots)  # this run's context: load, send, page
+        self.store.write_config({**cfg.redacted(), MEDIA_ROOTS_KEY: list(roots)})
         media.set_max_pixels(cfg.max_image_pixels)  # this run's context: load and send
         if cfg.strict:  # as EvalScope: a bad record is fatal before any request is sent
             for run in self.datasets:

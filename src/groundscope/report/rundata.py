@@ -24,7 +24,7 @@ import orjson
 
 from groundscope.errors import StoreError
 from groundscope.report.model import DatasetReport
-from groundscope.store import read_jsonl, safe_name
+from groundscope.store import read_jsonl, safe_name, saved_media_roots
 
 PASS_THRESHOLD = 0.5
 OUTCOMES = ("pass", "fail", "errored", "excluded")
@@ -78,6 +78,11 @@ class RunData:
     model_dir: str
     reports: list[DatasetReport] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def media_roots(self) -> tuple[str, ...]:
+        """The media roots the run read under (config.json): the page embeds nothing else."""
+        return saved_media_roots(self.config)
 
     def report(self, dataset: str) -> DatasetReport | None:
         return next((r for r in self.reports if r.dataset == dataset), None)
