@@ -379,3 +379,10 @@ def test_score_with_a_multimodal_judge_reads_only_inside_the_runs_roots(
     assert _leaks(bodies) == []
     reviews = (cwd / "run" / "reviews" / "m" / "general_vqa_d.jsonl").read_text()
     assert "outside the allowed media roots" in reviews  # the judge step failed, visibly
+
+
+def test_resuming_with_another_media_root_is_no_config_change() -> None:
+    """Where media may be read from changes no result: a resume does not call it a change."""
+    from groundscope.resume import config_changes
+
+    assert config_changes({"media_roots": [], "seed": 1}, {"media_roots": ["/data"], "seed": 1}) == []

@@ -68,10 +68,8 @@ def media_roots() -> tuple[str, ...]:
 
 
 def _inside(real: str, root: str) -> bool:
-    try:
-        return os.path.commonpath([real, root]) == root
-    except ValueError:  # another drive (Windows)
-        return False
+    real, root = os.path.normcase(real), os.path.normcase(root)
+    return real == root or real.startswith(root if root.endswith(os.sep) else root + os.sep)
 
 
 def confine(path: str | os.PathLike[str], base_dir: Path | None, shown: str) -> str:
@@ -100,9 +98,19 @@ def open_confined(path: str | os.PathLike[str], base_dir: Path | None, shown: st
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise MediaError(f"{shown} is not a regular file")
-        if os.path.realpath(real) != real or not os.path.samestat(info, os.stat(real)):
+        if not _is_opened_file(fd, info, real):
             raise MediaError(f"{shown} changed while it was being opened (a swapped symlink?)")
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _is_opened_file(fd: int, info: os.stat_result, real: str) -> bool:
+    """Whether descriptor ``fd`` is the file at ``real`` (no folder on the way was swapped
+    for a link between the check and the open): the kernel's name for it where there is
+    /proc (one call), else ``real`` resolved again and compared by device and inode."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}") == real
+    except OSError:
+        return os.path.realpath(real) == real and os.path.samestat(info, os.stat(real))

@@ -112,6 +112,14 @@ def resolve_path(ref: MediaRef) -> Path:
     A found file is remembered (by source, base directory and current directory); a miss
     is looked up again next time.
     """
+    found = _located(ref)
+    confine(found, ref.base_dir, str(ref.source))
+    return found
+
+
+def _located(ref: MediaRef) -> Path:
+    """Where a path ref's file is, not yet checked against the roots (every read is, when
+    it opens the file: ``roots.open_confined``)."""
     if _classify(ref.source) != "path":
         raise MediaError(f"{describe(ref)} is not a local file")
     cwd = os.getcwd()
@@ -122,7 +130,6 @@ def resolve_path(ref: MediaRef) -> Path:
         if len(_RESOLVED) >= _RESOLVED_MAX:
             _RESOLVED.clear()
         _RESOLVED[key] = found
-    confine(found, ref.base_dir, str(ref.source))
     return found
 
 
@@ -158,7 +165,7 @@ def _raw(ref: MediaRef, max_bytes: int, head: int = -1) -> tuple[bytes, str | No
             declared, data = _parse_data_uri(source)
             return data, declared
         return _b64decode(source, f"base64 {ref.kind}"), None
-    path = resolve_path(ref)
+    path = _located(ref)
     try:
         fd = open_confined(path, ref.base_dir, str(ref.source))
         with open(fd, "rb", buffering=0) as handle:  # one read of the known size, no buffer
@@ -180,7 +187,8 @@ def load(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[bytes, s
 
 
 def exists(ref: MediaRef) -> bool:
-    """False only for a local path that resolves to no file (inline and remote: True)."""
+    """False only for a local path that resolves to no file, or to one outside the allowed
+    media roots (inline and remote: True)."""
     if _classify(ref.source) != "path":
         return True
     try:
@@ -225,8 +233,8 @@ def fingerprint(ref: MediaRef) -> str:
     """A cheap identity for request hashing: path + size + mtime, URL, or a content hash."""
     kind = _classify(ref.source)
     if kind == "path":
-        try:
-            stat = resolve_path(ref).stat()
+        try:  # identity only: nothing is read, so no roots check (every read makes one)
+            stat = _located(ref).stat()
             ident = f"path:{ref.source}:{stat.st_size}:{stat.st_mtime_ns}"
         except (MediaError, OSError):
             ident = f"path:{ref.source}:missing"
