@@ -8,10 +8,11 @@ folder and ``media_roots`` (``--media-root DIR``), and records them in its ``con
 directory of the later command). Outside a run, the working directory is the one root in force.
 
 Confinement holds on every read, not once at load: :func:`open_confined` resolves the path,
-checks it, opens it without following a final symlink, then resolves it again and requires
-the opened file to be the very file at that real path, so a symlink swapped between load and
-send (or between the check and the open) is caught. Only regular files are opened: a FIFO
-(which would block), a device or a directory is refused.
+checks it, opens the real path without following a final symlink, and requires the opened
+file to be the very file at that real path (the kernel's name for the descriptor, else
+resolved again and compared by inode), so a symlink swapped between load and send, or
+between the check and the open, is caught. Only regular files are read: a FIFO (opened
+without blocking), a device or a directory is refused.
 """
 
 from __future__ import annotations
