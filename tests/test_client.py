@@ -41,6 +41,7 @@ from groundscope.types import (
     TextPart,
 )
 
+pytestmark = pytest.mark.usefixtures("tmp_media_root")  # media named by tmp_path paths
 SECRET = "sk-test-7f3a9c1e5b2d4a6f8e0c"
 FAST = RetryPolicy(max_retries=5, base_delay=0.0, max_delay=0.0)
 MP4_HEAD = b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2" + b"\x00\x00\x00\x08free"

@@ -13,6 +13,8 @@ from groundscope.simulator import SimBehaviour, SimulatorServer
 SECRET = "sk-groundscope-test-SECRET-0123456789"
 VQA_ARGS = {"general_vqa": {"local_path": str(EXAMPLES / "vqa"),
                             "subset_list": ["example_openai", "example_placeholder"]}}
+# run from elsewhere, the examples' ../media is outside the dataset's folder and the cwd
+MEDIA_ROOT = ["--media-root", str(EXAMPLES / "media")]
 
 
 def example_samples() -> list:
@@ -35,7 +37,7 @@ def finished_run(server, tmp_path_factory):
         "eval", "--model", "sim-vl", "--api-url", server.base_url, "--api-key", "$GS_E2E_KEY",
         "--eval-type", "openai_api", "--datasets", "general_vqa",
         "--dataset-args", json.dumps(VQA_ARGS), "--work-dir", str(work), "--eval-batch-size", "4",
-        "--no-progress", cwd=work, env_extra={"GS_E2E_KEY": SECRET})
+        *MEDIA_ROOT, "--no-progress", cwd=work, env_extra={"GS_E2E_KEY": SECRET})
     assert proc.returncode == 0, proc.stderr
     (run_dir,) = [p for p in work.iterdir() if p.is_dir()]
     return proc, run_dir, server.bodies(), server.requests()
@@ -137,6 +139,9 @@ def test_demo_config_runs_offline(tmp_path) -> None:
     rows = table_rows(proc.stdout)
     assert ("ROUGE ↑ · L · Recall", "OVERALL") in rows
     assert "Results saved to" in proc.stdout
+    # the examples' ../media lie inside the working directory (a media root): nothing skipped
+    counts = [line for line in proc.stdout.splitlines() if "requested" in line]
+    assert len(counts) == 3 and all("skipped 0 bad records" in line for line in counts), counts
 
 
 def test_resume_sends_nothing_for_finished_samples(server, finished_run, tmp_path) -> None:
@@ -144,7 +149,7 @@ def test_resume_sends_nothing_for_finished_samples(server, finished_run, tmp_pat
     server.reset()
     proc = run_cli("eval", "--model", "sim-vl", "--api-url", server.base_url,
                    "--datasets", "general_vqa", "--dataset-args", json.dumps(VQA_ARGS),
-                   "--use-cache", str(run_dir), "--no-progress", cwd=tmp_path)
+                   "--use-cache", str(run_dir), *MEDIA_ROOT, "--no-progress", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert server.stats()["requests"] == 0
     preds = (run_dir / "predictions" / "sim-vl" / "general_vqa_example_openai.jsonl").read_text()

@@ -88,6 +88,7 @@ def run_config(data: Path, work: Path, api_url: str = "http://127.0.0.1:9/v1") -
                             "subset_list": ["example_openai", "example_placeholder", "broken"]},
             "general_vmcq": {"local_path": str(data / "mcq"), "subset_list": ["example"]}},
         "ignore_errors": True, "work_dir": str(work), "no_timestamp": True, "max_retries": 0,
+        "media_roots": [str(data / "media")],  # the datasets' ../media, outside the cwd
     }
 
 

@@ -21,6 +21,7 @@ from groundscope.simulator import JudgeResponder, SimBehaviour, SimulatorServer
 
 VQA_ARGS = {"general_vqa": {"local_path": str(ROOT / "examples" / "vqa"),
                             "subset_list": ["example_openai"]}}
+MEDIA_ROOT = ("--media-root", str(ROOT / "examples" / "media"))  # runs are not started in ROOT
 SECRET = "sk-judge-e2e-SECRET-0123456789"
 MODEL_KEY = "sk-model-e2e-SECRET-9876543210"
 
@@ -58,7 +59,8 @@ def cli_run(sim, tmp_path_factory):
         "eval", "--model", "qwen-vl-plus", "--api-url", server.base_url,
         "--api-key", "$GS_MODEL_KEY", "--eval-type", "openai_api", "--datasets", "general_vqa",
         "--dataset-args", json.dumps(VQA_ARGS), "--limit", "5", "--eval-batch-size", "5",
-        "--judge", judge_flag(server.base_url), "--work-dir", str(work), "--no-progress", cwd=work)
+        "--judge", judge_flag(server.base_url), "--work-dir", str(work), *MEDIA_ROOT,
+        "--no-progress", cwd=work)
     assert proc.returncode == 0, proc.stderr
     (run_dir,) = [p for p in work.iterdir() if p.is_dir()]
     return proc, run_dir, judge.calls - before
@@ -91,7 +93,8 @@ def test_use_cache_rerun_makes_zero_judge_calls(sim, cli_run, tmp_path) -> None:
     args = ("eval", "--model", "qwen-vl-plus", "--api-url", server.base_url,
             "--api-key", "$GS_MODEL_KEY", "--datasets", "general_vqa",
             "--dataset-args", json.dumps(VQA_ARGS), "--limit", "5",
-            "--judge", judge_flag(server.base_url), "--use-cache", str(run_dir), "--no-progress")
+            "--judge", judge_flag(server.base_url), "--use-cache", str(run_dir), *MEDIA_ROOT,
+            "--no-progress")
     before, requests_before = judge.calls, server.stats()["requests"]
     proc = run_cli(*args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

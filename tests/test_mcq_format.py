@@ -411,11 +411,9 @@ def test_list_column_used_without_indexed_columns(root: Path) -> None:
     assert err.problem.startswith("image file not found: 'media/none.jpg'")
 
 
-def test_list_column_ignored_when_any_indexed_column_is_filled(
-    root: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_list_column_ignored_when_any_indexed_column_is_filled(root: Path) -> None:
     # image_1 is filled (and not even referenced): the images list is not read at all, so its
-    # broken element is no error and <image 2> has no medium.
+    # broken element is no error, and <image 2> has no medium: a bad record naming image_2.
     record = {
         "question": "Which one is a dog?",
         "options": ["<image 2>", "none"],
@@ -423,11 +421,10 @@ def test_list_column_ignored_when_any_indexed_column_is_filled(
         "images": ["media/dog.jpg", "media/none.jpg", {"oops": 1}],
         "answer": "A",
     }
-    with caplog.at_level(logging.WARNING, logger="groundscope"):
-        sample = convert(root, record)
-    assert sample.media() == ()
-    assert sample.messages[0].content == render_prompt("Which one is a dog?", ["", "none"])
-    assert "<image 2>" in caplog.text and "images is ignored because indexed image columns" in caplog.text
+    err = error_of(root, record)
+    assert err.field == "image_2"
+    assert err.problem == ("no image for <image 2> (images is ignored because indexed image "
+                           "columns are used, and image_2 is absent or empty)")
 
 
 def test_list_of_other_kind_still_used(root: Path) -> None:
@@ -441,19 +438,19 @@ def test_list_of_other_kind_still_used(root: Path) -> None:
     assert [m.kind for m in convert(root, record).media()] == [Modality.IMAGE, Modality.VIDEO]
 
 
-def test_placeholder_without_medium_is_dropped_with_one_warning(
-    root: Path, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("value", [None, "", "  ", {}, []])
+def test_placeholder_without_medium_is_a_bad_record(
+    root: Path, caplog: pytest.LogCaptureFixture, value: Any
 ) -> None:
+    """Never dropped from the prompt with a warning (EvalScope does): the record is bad."""
     record = {"question": "<image 3> What is it?", "options": ["a", "b"], "answer": "A"}
-    context = ctx(root)
-    origin = Origin(root / "example.jsonl", 1)
+    if value is not None:
+        record["image_3"] = value
     with caplog.at_level(logging.WARNING, logger="groundscope"):
-        first = record_to_sample(record, origin, context)
-        record_to_sample(record, Origin(origin.path, 2), context)
-    assert first.messages[0].content == render_prompt(" What is it?", ["a", "b"])
-    warnings = [r for r in caplog.records if "<image 3>" in r.getMessage()]
-    assert len(warnings) == 1
-    assert "image_3 / images[2] absent or empty" in warnings[0].getMessage()
+        err = error_of(root, record)
+    assert (err.field, err.problem) == ("image_3", "no image for <image 3> (image_3 / images[2] "
+                                                   "absent or empty)")
+    assert caplog.records == []
 
 
 def test_placeholder_index_zero_is_a_bad_record(root: Path) -> None:

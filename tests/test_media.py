@@ -14,6 +14,7 @@ from groundscope.errors import MediaError
 from groundscope.types import MediaRef, Modality
 from media_fixtures import (
     AVI_HEAD,
+    EXAMPLE_MEDIA,
     FLAC_HEAD,
     ID3_HEAD,
     MOV_HEAD,
@@ -120,8 +121,9 @@ def test_missing_file_names_every_path_tried(tmp_path: Path, monkeypatch: pytest
 
 def test_absolute_path_and_file_uri(tmp_path: Path) -> None:
     path = write(tmp_path, "a.gif", image_bytes("GIF"))
-    assert media.load(ref(str(path)))[1] == "image/gif"
-    assert media.load(ref(f"file://{path}"))[1] == "image/gif"
+    with media.media_roots_in_force([tmp_path]):  # an absolute path is read inside the roots
+        assert media.load(ref(str(path)))[1] == "image/gif"
+        assert media.load(ref(f"file://{path}"))[1] == "image/gif"
 
 
 def test_load_inline_sources() -> None:
@@ -212,7 +214,7 @@ def test_wire_audio_raw_base64_and_format(tmp_path: Path) -> None:
         (b64(wav_bytes()), None, "wav"),  # raw base64: magic bytes
         (mp3_bytes(), None, "mp3"),  # bytes: magic bytes
         (wav_bytes(), "WAV", "wav"),  # hint normalised
-        ("data:audio/x-wav;base64," + b64(b"\x00" * 48), None, "wav"),  # mime alias
+        (wav_bytes(), "audio/x-wav", "wav"),  # a mime alias as the hint
     ],
 )
 def test_wire_audio_format_inference(source: str | bytes, hint: str | None, expected: str) -> None:
@@ -220,11 +222,11 @@ def test_wire_audio_format_inference(source: str | bytes, hint: str | None, expe
     assert part["input_audio"]["format"] == expected
 
 
-def test_wire_audio_extension_and_magic_beating_extension(tmp_path: Path) -> None:
-    write(tmp_path, "song.mp3", b"\x00" * 32)  # no magic: the extension decides
+def test_wire_audio_magic_beats_the_extension(tmp_path: Path) -> None:
+    write(tmp_path, "song.mp3", b"\x00" * 32)  # no magic: refused whatever its name
     write(tmp_path, "mislabeled.mp3", wav_bytes())  # WAV bytes under an .mp3 name
-    song = media.wire_part(ref("song.mp3", AUDIO, base_dir=tmp_path))
-    assert song["input_audio"]["format"] == "mp3"
+    with pytest.raises(MediaError, match=r"^song\.mp3: not an audio file \(its bytes match no"):
+        media.wire_part(ref("song.mp3", AUDIO, base_dir=tmp_path))
     part = media.wire_part(ref("mislabeled.mp3", AUDIO, base_dir=tmp_path))
     assert part["input_audio"]["format"] == "wav"
 
@@ -235,9 +237,9 @@ def test_wire_audio_rejects_unsupported_formats(data: bytes) -> None:
         media.wire_part(ref(data, AUDIO))
 
 
-def test_wire_audio_without_any_format_clue() -> None:
-    with pytest.raises(MediaError, match="cannot tell the audio format"):
-        media.wire_part(ref(b"\x00" * 64, AUDIO))
+def test_wire_audio_without_audio_magic_is_refused() -> None:
+    with pytest.raises(MediaError, match="not an audio file"):
+        media.wire_part(ref(b"\x00" * 64, AUDIO, format="wav"))  # a hint is no substitute
 
 
 def test_wire_remote_audio_and_video() -> None:
@@ -259,13 +261,25 @@ def test_wire_video_local_and_hinted(tmp_path: Path) -> None:
     assert mov.startswith("data:video/quicktime;base64,")
     avi = media.wire_part(ref(AVI_HEAD, VIDEO))["video_url"]["url"]
     assert avi.startswith("data:video/x-msvideo;base64,")
-    mpeg = media.wire_part(ref(b"\x00" * 32, VIDEO, format="mpg"))["video_url"]["url"]
+    mpeg = media.wire_part(ref(MPEG_HEAD, VIDEO, format="mpg"))["video_url"]["url"]
     assert mpeg.startswith("data:video/mpeg;base64,")
 
 
 def test_wire_video_rejects_webm() -> None:
     with pytest.raises(MediaError, match="unsupported video format 'webm'"):
         media.wire_part(ref(WEBM_HEAD, VIDEO))
+
+
+def test_real_audio_and_video_pass_the_magic_check(tmp_path: Path) -> None:
+    """The example files (wav, mp3 frames, two mp4s) are recognised by their bytes."""
+    for name in ("sample.wav", "sample.mp3", "sample.mp4", "wave.mp4"):
+        write(tmp_path, name, (EXAMPLE_MEDIA / name).read_bytes())
+    parts = [media.wire_part(ref(name, kind, base_dir=tmp_path)) for name, kind in (
+        ("sample.wav", AUDIO), ("sample.mp3", AUDIO), ("sample.mp4", VIDEO), ("wave.mp4", VIDEO))]
+    assert [p["input_audio"]["format"] for p in parts[:2]] == ["wav", "mp3"]
+    assert all(p["video_url"]["url"].startswith("data:video/mp4;base64,") for p in parts[2:])
+    for head in (MOV_HEAD, AVI_HEAD, MPEG_HEAD, ID3_HEAD, MP3_FRAME_HEAD, FLAC_HEAD, OGG_HEAD):
+        assert media.sniff_mime(head) is not None
 
 
 # --- check / exists ------------------------------------------------------------------------

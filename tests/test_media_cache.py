@@ -15,6 +15,8 @@ from groundscope.media import wire
 from groundscope.simulator import SimReply, SimRequest, SimulatorServer
 from groundscope.types import MediaRef, Modality
 
+pytestmark = pytest.mark.usefixtures("tmp_media_root")  # media named by tmp_path paths
+
 
 def noisy_jpeg(path: Path, seed: int) -> Path:
     Image.effect_noise((160, 160), 60 + seed).convert("RGB").save(path, "JPEG", quality=95)

@@ -10,6 +10,7 @@ from pathlib import Path
 from PIL import Image
 
 from groundscope.report.embed import THUMB_PX, MediaTable
+from groundscope.types import MediaRef, Modality
 
 MEDIA = Path(__file__).resolve().parents[1] / "examples" / "media"
 
@@ -99,7 +100,7 @@ def test_a_prefetched_thumbnail_is_not_used_for_a_changed_file(tmp_path: Path) -
 
     path = _big_png(tmp_path / "a.png", 1)
     prefetch = embed.ThumbnailPrefetch()
-    prefetch.offer(path)
+    prefetch.offer(MediaRef(Modality.IMAGE, "a.png", base_dir=tmp_path))
     prefetch.close()
     old = path.read_bytes()
     assert embed._prefetched(path, old) == embed._thumbnail_uri(old)

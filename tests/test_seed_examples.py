@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from cli_support import EXAMPLES, dataset_samples
 from groundscope.simulator import SimBehaviour, SimulatorServer
 
-ARGS = {"general_vqa": {"local_path": str(EXAMPLES / "vqa"), "subset_list": ["example_openai"]}}
+ARGS = {"general_vqa": {"local_path": "examples/vqa", "subset_list": ["example_openai"]}}
 
 
 def test_general_vqa_python_example(tmp_path: Path, monkeypatch) -> None:
+    # the user's folder holds the examples (their ../media is then inside the working directory)
+    for name in ("vqa", "media"):
+        shutil.copytree(EXAMPLES / name, tmp_path / "examples" / name)
     monkeypatch.chdir(tmp_path)
     with SimulatorServer(dataset_samples("general_vqa", ARGS), SimBehaviour()) as url:
         code = f'''

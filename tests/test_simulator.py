@@ -39,6 +39,7 @@ from groundscope.types import (
     TextPart,
 )
 
+pytestmark = pytest.mark.usefixtures("tmp_media_root")  # media named by tmp_path paths
 FAST = RetryPolicy(max_retries=6, base_delay=0.0, max_delay=0.0)
 LETTERS = ("A", "B", "C", "D")
 

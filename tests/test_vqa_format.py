@@ -29,9 +29,11 @@ IMAGE, AUDIO, VIDEO = Modality.IMAGE, Modality.AUDIO, Modality.VIDEO
 
 
 @pytest.fixture
-def ds(tmp_path: Path) -> Path:
-    """A dataset directory ``tmp_path/vqa`` next to real media in ``tmp_path/media``."""
+def ds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A dataset directory ``tmp_path/vqa`` next to real media in ``tmp_path/media``, run
+    from ``tmp_path`` (so ``../media`` is inside the working directory, a media root)."""
     make_media_dir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "vqa").mkdir()
     return tmp_path / "vqa"
 
@@ -281,9 +283,11 @@ def test_list_columns_and_precedence_in_vqa(ds: Path) -> None:
         "../media/dog.jpg",
         "../media/cat.png",
     ]
-    # a referenced indexed column is set: the list is ignored, <image 2> is dropped
+    # a referenced indexed column is set: the list is ignored, so <image 2> has no medium
     mixed = {**listed, "image_1": "../media/cat.png"}
-    assert [r.source for r in parts(convert(mixed, ds).messages[0])] == ["../media/cat.png"]
+    assert bad(mixed, ds) == (
+        f"{ds / 'data.jsonl'}:3: image_2: no image for <image 2> (image_2 is absent; images is "
+        "ignored because image_1 is used: indexed and list columns are not mixed)")
     # an unreferenced indexed column does not block the list (VQA policy)
     unref = {
         "messages": [user("<image 2>")],
@@ -293,45 +297,31 @@ def test_list_columns_and_precedence_in_vqa(ds: Path) -> None:
     assert [r.source for r in parts(convert(unref, ds).messages[0])] == ["../media/cat.png"]
 
 
-def test_missing_media_dropped_with_one_warning_per_file_and_medium(
-    ds: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    ctx = FormatContext("general_vqa", "data", ds)
-    record = {"messages": [user("Describe <image 1> and <image 2>.")], "image_1": "../media/dog.jpg"}
-    gone = {"messages": [user("See <image 1>")], "image_1": "../media/gone.jpg"}
+@pytest.mark.parametrize(("extra", "field", "problem"), [
+    ({}, "image_2", "no image for <image 2> (image_2 / images[1] absent or empty)"),
+    ({"image_2": ""}, "image_2", "no image for <image 2> (image_2 / images[1] absent or empty)"),
+    ({"image_2": {}}, "image_2", "no image for <image 2> (image_2 / images[1] absent or empty)"),
+    ({"image_2": "../media/gone.jpg"}, "image_2", "image file not found: '../media/gone.jpg'"),
+    ({"image_2": {"path": "../media/gone.jpg"}}, "image_2", "image file not found"),
+    ({"images": ["../media/dog.jpg", "  "]}, "image_2", "no image for <image 2>"),
+])
+def test_a_referenced_medium_absent_empty_or_missing_is_a_bad_record(
+        ds: Path, caplog: pytest.LogCaptureFixture, extra: dict[str, Any], field: str,
+        problem: str) -> None:
+    """Never dropped from the prompt with a warning: the record is bad, naming the column."""
+    record = {"messages": [user("Describe <image 1> and <image 2>.")], **extra}
+    if "images" not in extra:
+        record["image_1"] = "../media/dog.jpg"
     with caplog.at_level(logging.WARNING, logger="groundscope"):
-        for line in (1, 2, 3):
-            sample = vqa.record_to_sample(record, Origin(ds / "a.jsonl", line), ctx)
-        for line in (4, 5):
-            vqa.record_to_sample(gone, Origin(ds / "a.jsonl", line), ctx)
-        vqa.record_to_sample(record, Origin(ds / "b.jsonl", 1), ctx)  # another file: warned again
-    assert parts(sample.messages[0]) == [
-        "Describe ",
-        MediaRef(IMAGE, "../media/dog.jpg", base_dir=ds),
-        " and ",
-        ".",
-    ]
-    messages = [r.getMessage() for r in caplog.records if r.name == "groundscope"]
-    assert len(messages) == 3
-    assert messages[0].startswith(f"{ds / 'a.jsonl'}:1: <image 2>: no image supplied")
-    assert "image file not found: '../media/gone.jpg'" in messages[1]
-    assert messages[2].startswith(f"{ds / 'b.jsonl'}:1: <image 2>")
+        text = bad(record, ds)
+    assert text.startswith(f"{ds / 'data.jsonl'}:3: {field}: {problem}")
+    assert caplog.records == []
 
 
-def test_a_message_left_empty_keeps_its_original_text(ds: Path, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="groundscope"):
-        sample = convert({"messages": [user("<image 1>")], "image_1": "../media/missing.jpg"}, ds)
-        blank = convert({"messages": [user("  <image 1>  <video 1> ")]}, ds)
-    assert sample.messages[0].content == "<image 1>"
-    assert blank.messages[0].content == "  <image 1>  <video 1> "
-    assert len(caplog.records) == 3
-
-
-def test_image_101_is_ignored_but_the_list_can_supply_it(ds: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_past_image_100_only_the_list_can_supply_a_medium(ds: Path) -> None:
     indexed = {"messages": [user("Look <image 101>")], "image_101": "../media/dog.jpg"}
-    with caplog.at_level(logging.WARNING, logger="groundscope"):
-        assert convert(indexed, ds).messages[0].content == (TextPart("Look "),)
-    assert "indexed columns stop at image_100" in caplog.records[0].getMessage()
+    assert bad(indexed, ds) == (f"{ds / 'data.jsonl'}:3: images[100]: no image for <image 101> "
+                                "(indexed columns stop at image_100 and images has no element 101)")
     listed = {"messages": [user("<image 101>")], "images": ["../media/dog.jpg"] * 101}
     assert parts(convert(listed, ds).messages[0])[0].source == "../media/dog.jpg"
 
@@ -418,13 +408,13 @@ def test_limit_is_applied_before_any_media_is_looked_at(
 ) -> None:
     write_jsonl(ds / "a.jsonl", [*records(3), *records(3, missing_from=1), "{bad json"])
     calls: list[str] = []
-    real_exists = media.exists
+    real_check = media.check
 
-    def spy(ref: MediaRef) -> bool:
+    def spy(ref: MediaRef, **kwargs: Any) -> None:
         calls.append(str(ref.source))
-        return real_exists(ref)
+        real_check(ref, **kwargs)
 
-    monkeypatch.setattr(media, "exists", spy)
+    monkeypatch.setattr(media, "check", spy)
     with caplog.at_level(logging.WARNING, logger="groundscope"):
         got = list(load_samples("general_vqa", ds, ["a"], limit=3, strict=True))
     assert len(got) == 3 and calls == ["../media/dog.jpg"] * 3

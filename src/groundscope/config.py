@@ -165,6 +165,8 @@ class TaskConfig(_Strict):
     retry_base_delay: float = Field(default=0.5, ge=0.0)
     retry_max_delay: float = Field(default=30.0, ge=0.0)
     max_image_pixels: int = Field(default=DEFAULT_MAX_PIXELS, ge=1)
+    # local media are read only inside the dataset's folder, the working directory and these
+    media_roots: list[str] = Field(default_factory=list)
     judge_concurrency: int | None = Field(default=None, ge=1)
     max_error_rate: float | None = Field(default=None, ge=0.0, le=1.0)
     simulator: SimulatorArgs = Field(default_factory=SimulatorArgs)
@@ -180,6 +182,13 @@ class TaskConfig(_Strict):
             raise ValueError("a fractional limit must be in (0, 1); use an integer for a count")
         if isinstance(v, int) and v < 0:
             raise ValueError("limit must be >= 0")
+        return v
+
+    @field_validator("media_roots")
+    @classmethod
+    def _media_roots(cls, v: list[str]) -> list[str]:
+        if any(not d.strip() for d in v):
+            raise ValueError("an empty directory name")
         return v
 
     @property

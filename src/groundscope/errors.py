@@ -7,8 +7,9 @@
     ├── DatasetError                 a dataset cannot be loaded at all (no file, unreadable file)
     │   └── RecordError              one bad record: ``file:line: field: problem``
     ├── MediaError                   one medium is missing, unreadable, too big or of an
-    │                                unsupported format (formats re-raise it as a RecordError
-    │                                naming the record; at send time it fails the sample)
+    │   │                            unsupported format (formats re-raise it as a RecordError
+    │   │                            naming the record; at send time it fails the sample)
+    │   └── MediaRootError           a local medium lies outside the allowed media roots
     ├── ModelError                   a request to a model endpoint failed for good
     │   ├── RetryableError           429 / 5xx / timeout / connection: worth another try
     │   └── ResponseError            a non-retryable answer (4xx, unparseable body, refusal)
@@ -57,6 +58,10 @@ class MediaError(GroundscopeError):
     Raised by ``media.py``, which does not know which record it serves: dataset formats turn
     it into a ``RecordError`` naming the file, line and column.
     """
+
+
+class MediaRootError(MediaError):
+    """A local medium's real path lies outside the allowed media roots (``media_roots``)."""
 
 
 class ModelError(GroundscopeError):

@@ -1,8 +1,10 @@
 """What a run will do, decided before any request: each dataset's format, subsets and
-scorers (``plan_dataset``), and the stream of its samples (``iter_samples``)."""
+scorers (``plan_dataset``), the folders it may read media from (``run_media_roots``), and
+the stream of its samples (``iter_samples``)."""
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -66,6 +68,22 @@ def plan_dataset(cfg: TaskConfig, name: str, ctx: ScoringContext | None = None) 
                        primary_metric=primary_metric(fmt.primary_metric, scorers),
                        args=args, scorers=scorers, subsets=subsets,
                        acc=MetricAccumulator(subsets), groups=GroupStage(scorers))
+
+
+def run_media_roots(cfg: TaskConfig) -> list[str]:
+    """The folders a run may read local media from: the working directory, each dataset's
+    folder (``local_path``, or the folder of a ``local_path`` file) and ``media_roots``.
+    (A medium's own dataset file's folder is always allowed too.) A ``media_roots`` entry
+    that is not a directory is a ConfigError."""
+    for root in cfg.media_roots:
+        if not os.path.isdir(os.path.expanduser(root)):
+            raise ConfigError(f"media_roots: not a directory: {root}")
+    roots = [os.getcwd()]
+    for name in cfg.datasets:
+        local = cfg.dataset_args.get(name, DatasetArgs()).local_path
+        if local:
+            roots.append(local if os.path.isdir(local) else os.path.dirname(local) or ".")
+    return [*roots, *cfg.media_roots]
 
 
 def iter_samples(

@@ -17,6 +17,7 @@ from typing import Any
 from groundscope.config import TaskConfig, load_config
 from groundscope.errors import one_error
 from groundscope.jsonl import read_jsonl
+from groundscope.media import media_roots_in_force
 from groundscope.metrics import MetricAccumulator, category_of
 from groundscope.report.grounding import add_grounding_stats
 from groundscope.report.judge import add_judge_stats
@@ -34,9 +35,11 @@ from groundscope.scoring import (
 from groundscope.scoring.groups import GROUP_REQUEST_HASH, GroupStage
 from groundscope.scoring.judge import mock_judged
 from groundscope.store import (
+    MEDIA_ROOTS_KEY,
     RunStore,
     prediction_from_json,
     sample_from_json,
+    saved_media_roots,
     score_from_json,
 )
 from groundscope.types import PredictionStatus
@@ -47,6 +50,7 @@ def load_run_config(run_dir: Path, judge: Mapping[str, Any] | None = None) -> Ta
     data = read_run_config(run_dir)
     data.pop("schema_version", None)
     data.pop("format", None)
+    data.pop(MEDIA_ROOTS_KEY, None)  # not a config key: see _process_run
     data["api_key"] = None  # the evaluated model is never called again
     if judge is not None:
         data["judge"] = dict(judge)
@@ -115,6 +119,12 @@ def rebuild_report(run_dir: str | Path) -> Report:
 
 async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescore: bool) -> Report:
     cfg = load_run_config(run_dir, judge)
+    config = read_run_config(run_dir)
+    with media_roots_in_force(saved_media_roots(config)):  # the run's, never this cwd
+        return await _process_run_in_roots(run_dir, cfg, rescore=rescore)
+
+
+async def _process_run_in_roots(run_dir: Path, cfg: TaskConfig, *, rescore: bool) -> Report:
     store = RunStore(run_dir, cfg.model_name).lock()
     store.resume_hint = (f"the saved reviews are unchanged: free some space, then run "
                          f"groundscope {'score' if rescore else 'report'} {run_dir} again")

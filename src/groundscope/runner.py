@@ -34,7 +34,7 @@ from groundscope.errors import (
     one_error,
 )
 from groundscope.metrics import category_of
-from groundscope.plan import DatasetRun, Item, iter_samples, plan_dataset
+from groundscope.plan import DatasetRun, Item, iter_samples, plan_dataset, run_media_roots
 from groundscope.progress import Progress
 from groundscope.report.grounding import add_grounding_stats
 from groundscope.report.judge import add_judge_stats
@@ -44,6 +44,7 @@ from groundscope.scoring import ScoringContext, score_safely
 from groundscope.scoring.groups import GROUP_REQUEST_HASH
 from groundscope.sidework import SideWork
 from groundscope.store import (
+    MEDIA_ROOTS_KEY,
     RunStore,
     check_subset_files,
     prediction_from_json,
@@ -67,6 +68,7 @@ class Runner:
                                       timeout=cfg.timeout, max_retries=cfg.max_retries)
         self.datasets = [plan_dataset(cfg, name, self.scoring) for name in cfg.datasets]
         check_subset_files((run.name, subset) for run in self.datasets for subset in run.subsets)
+        self._media_roots = run_media_roots(cfg)  # a bad --media-root: before a run directory
         if cfg.use_cache:
             self.store = RunStore.open(cfg.use_cache, cfg.model_name)
         else:
@@ -101,9 +103,10 @@ class Runner:
             log.warning("%s", self.store.note)
         if cfg.use_cache:
             warn_config_changes(self.run_dir, cfg.redacted())
-        self.store.write_config(cfg.redacted())
         from groundscope import media
 
+        roots = media.set_media_roots(self._media_roots)  # this run's context: load, send, page
+        self.store.write_config({**cfg.redacted(), MEDIA_ROOTS_KEY: list(roots)})
         media.set_max_pixels(cfg.max_image_pixels)  # this run's context: load and send
         if cfg.strict:  # as EvalScope: a bad record is fatal before any request is sent
             for run in self.datasets:

@@ -12,14 +12,12 @@ the page makes a missing thumbnail), so this only moves work, never changes a re
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from groundscope.errors import GroundscopeError
-from groundscope.types import MediaPart, Modality, Sample
+from groundscope.types import Modality, Sample
 
 log = logging.getLogger("groundscope")
 
@@ -62,15 +60,9 @@ class SideWork:
             _thread("groundscope-jieba", lambda: _quietly(warm_chinese))
 
     def _offer_thumbnails(self, sample: Sample) -> None:
-        from groundscope import media
-
-        for msg in sample.messages:
-            if isinstance(msg.content, str):
-                continue
-            for part in msg.content:
-                if isinstance(part, MediaPart) and part.media.kind is Modality.IMAGE:
-                    with contextlib.suppress(GroundscopeError):  # inline or remote: no file
-                        self._thumbs.offer(media.resolve_path(part.media))
+        for ref in sample.media():
+            if ref.kind is Modality.IMAGE:
+                self._thumbs.offer(ref)  # a local file inside the media roots, else ignored
 
 
 def _thread(name: str, target: Callable[[], object]) -> None:

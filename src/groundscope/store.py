@@ -5,6 +5,7 @@ Layout (schema version 1)::
     <run_dir>/
       config.json                               the task config, secrets replaced by ***,
                                                 marked "format": "groundscope-run" (rundir.py)
+                                                and the media roots the run read from
       predictions/<model>/<dataset>_<subset>.jsonl   one line per finished request
       reviews/<model>/<dataset>_<subset>.jsonl       one line per (sample, scorer)
       reports/<model>/<dataset>.json                  the versioned dataset report
@@ -59,7 +60,17 @@ from groundscope.types import (
 )
 
 SCHEMA_VERSION = 1
+MEDIA_ROOTS_KEY = "allowed_media_roots"  # config.json: the real paths media were read under
 _UNSAFE = re.compile(r"[^\w.\-]+")
+
+
+def saved_media_roots(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The media roots a run recorded in its config.json (none for a run made before they
+    were recorded: then only each dataset file's own folder is allowed)."""
+    roots = config.get(MEDIA_ROOTS_KEY)
+    if not isinstance(roots, list):
+        return ()
+    return tuple(r for r in roots if isinstance(r, str) and r)
 
 
 def safe_name(name: str) -> str:

@@ -50,7 +50,8 @@ class MediaRef:
     ``source`` is what the record holds: a local path, an http(s) URL, a ``data:`` URI, raw
     base64 text (audio only), or the raw bytes of a file (parquet ``{"bytes": ...}``).
     ``base_dir`` is the dataset file's directory, against which a relative path resolves
-    first (then the current directory). ``format`` is a hint such as ``wav``/``mp4``;
+    first (then the current directory); it is always an allowed media root (``media/roots.py``).
+    ``format`` is a hint such as ``wav``/``mp4``;
     ``detail`` is the OpenAI image detail level, passed through untouched.
     """
 

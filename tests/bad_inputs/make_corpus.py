@@ -84,10 +84,20 @@ JSONL: dict[str, object] = {
     "decompression_bomb.jsonl": {**GOOD, "messages": user(text("What?"), image("media/bomb.png"))},
     "placeholder_index_zero.jsonl": {"messages": [{"role": "user", "content": "<image 0> What?"}],
                                      "image_1": "media/good.jpg"},
-    # indexed and list columns are not mixed: the list is ignored, <image 2> is unresolved
+    # indexed and list columns are not mixed: the list is ignored, <image 2> has no medium
     "mixed_indexed_and_list.jsonl": {"messages": [{"role": "user", "content": "<image 1> vs <image 2>?"}],
                                      "image_1": "media/good.jpg",
                                      "images": ["media/good.jpg", "media/good.jpg"]},
+    # a referenced medium that is missing or empty makes the record bad (never dropped)
+    "missing_placeholder_file.jsonl": {"messages": [{"role": "user", "content": "What is <image 1>?"}],
+                                       "image_1": "media/nowhere.jpg"},
+    "empty_placeholder_medium.jsonl": {"messages": [{"role": "user", "content": "What is <image 1>?"}],
+                                       "image_1": {}},
+    # audio and video are checked by their bytes: a text file named .wav, a 0-byte .mp4
+    "text_named_wav.jsonl": {"messages": user(text("What?"), {
+        "type": "input_audio", "input_audio": {"data": "media/notes.wav", "format": "wav"}})},
+    "empty_video_file.jsonl": {"messages": [{"role": "user", "content": "What happens in <video 1>?"}],
+                               "video_1": "media/empty.mp4", "video_1_format": "mp4"},
     "mcq_missing_question.jsonl": {k: v for k, v in GOOD_MCQ.items() if k != "question"},
     "mcq_missing_options.jsonl": {k: v for k, v in GOOD_MCQ.items() if k != "options"},
     "mcq_missing_answer.jsonl": {k: v for k, v in GOOD_MCQ.items() if k != "answer"},
@@ -117,6 +127,8 @@ def main() -> None:
     (media / "bomb.png").write_bytes(bomb_png())
     (media / "clip.webm").write_bytes(WEBM_HEAD + b"\x00" * 48)
     (media / "sound.flac").write_bytes(FLAC_HEAD + b"\x00" * 48)
+    (media / "notes.wav").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    (media / "empty.mp4").write_bytes(b"")
     for name, record in JSONL.items():
         line = record if isinstance(record, str) else json.dumps(record)
         (HERE / name).write_text(line + "\n")

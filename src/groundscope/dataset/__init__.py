@@ -118,10 +118,9 @@ def load_samples(
     names = list(subsets) if subsets else list_subsets(local_path, fmt.split)
     if not names:
         raise DatasetError(f"no dataset files (.jsonl/.csv/.tsv/.parquet) in {local_path}")
-    warned: set[tuple[str, str]] = set()
     for subset in names:
         path = find_subset_file(local_path, subset, fmt.split)
-        ctx = _context(name, subset, path, ctx_kwargs, warned)
+        ctx = _context(name, subset, path, ctx_kwargs)
         for item in _subset_items(fmt, path, ctx, _resolve_limit(limit, path)):
             if strict and isinstance(item, RecordError):
                 raise item
@@ -133,14 +132,13 @@ def _context(
     subset: str,
     path: Path,
     ctx_kwargs: Mapping[str, Any] | None,
-    warned: set[tuple[str, str]],
 ) -> FormatContext:
     extra = dict(ctx_kwargs or {})
-    reserved = {"dataset", "subset", "base_dir", "warned"} & extra.keys()
+    reserved = {"dataset", "subset", "base_dir"} & extra.keys()
     try:
         if reserved:
             raise TypeError(f"reserved keys {sorted(reserved)}")
-        return FormatContext(name, subset, path.parent, warned=warned, **extra)
+        return FormatContext(name, subset, path.parent, **extra)
     except TypeError as exc:
         raise ConfigError(f"{name}: bad dataset options: {exc}") from None
 

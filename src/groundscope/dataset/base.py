@@ -5,7 +5,7 @@ imports the other's module."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,7 @@ class FormatContext:
     """What a format function needs besides the record: one per (dataset, subset).
 
     ``base_dir`` is the dataset file's directory (relative media paths resolve against it
-    first). ``warned`` is shared by the contexts of one load so that a warning about one
-    missing medium of one file is logged once; it takes no part in equality.
+    first; it is an allowed media root).
     ``human_label_field`` is the record column holding a human correct/incorrect label
     (``judge.human_label_field``); formats keep it as ``metadata["human_label"]``.
     """
@@ -33,7 +32,6 @@ class FormatContext:
     shuffle_choices: bool = False
     seed: int | None = None
     human_label_field: str = "human_label"
-    warned: set[tuple[str, str]] = field(default_factory=set, compare=False, repr=False)
 
 
 RecordToSample = Callable[[dict[str, Any], Origin, FormatContext], Sample]

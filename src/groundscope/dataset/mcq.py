@@ -19,11 +19,12 @@ placeholders, or after the last one), which is not sent. A prompt without media 
 plain string.
 
 Media (SPEC 4/5): every non-empty media column is validated, referenced or not
-(``media.check``: the file exists and decodes, the format is supported); a bad one makes the
-record bad, naming the column. Per modality, the list column (``images``...) is ignored when
-*any* indexed column of that modality is non-empty. A placeholder whose medium is absent
-altogether (no column for it) is dropped from the prompt with one warning per file and
-placeholder, as EvalScope does; ``<image 0>`` is a bad record.
+(``media.check``: the file exists inside the allowed media roots and decodes, its bytes are
+of its kind, the format is supported); a bad one makes the record bad, naming the column.
+Per modality, the list column (``images``...) is ignored when *any* indexed column of that
+modality is non-empty. A placeholder whose medium is absent or empty is a bad record naming
+the column it lacks (EvalScope drops it from the prompt with a warning; a prompt that
+silently lost a medium is not the question the dataset asks); ``<image 0>`` is a bad record.
 
 ``ctx.shuffle_choices`` shuffles the options for real (seeded by ``ctx.seed`` and the sample
 id, so reruns are identical), renders them in the new order and remaps the answer; the
@@ -33,7 +34,6 @@ original options, answer and the order are kept in ``metadata``.
 from __future__ import annotations
 
 import ast
-import logging
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -75,8 +75,6 @@ __all__ = [
     "render_prompt",
     "user_messages",
 ]
-
-logger = logging.getLogger("groundscope")
 
 DEFAULT_TEMPLATE = (
     "Answer the following multiple choice question. The last line of your response should be of "
@@ -134,26 +132,16 @@ def prompt_content(text: str, found: Mapping[ph.MediaKey, MediaRef]) -> str | tu
     return ph.PLACEHOLDER_RE.sub("", text)
 
 
-def _warn_missing(
+def _require_referenced(
     text: str,
     found: Mapping[ph.MediaKey, MediaRef],
     record: Mapping[str, Any],
     origin: Origin,
-    warned: set[tuple[str, str]],
 ) -> None:
-    """One warning per file and placeholder for each placeholder without a medium."""
+    """A RecordError for the first placeholder of ``text`` that has no medium."""
     for key in ph.referenced(text):
-        mark = (str(origin.path), ph.placeholder(key))
-        if key in found or mark in warned:
-            continue
-        warned.add(mark)
-        reason = _absent_reason(record, key)
-        logger.warning(
-            "%s: %s: %s; dropped from the prompt (reported once per file)",
-            origin,
-            ph.placeholder(key),
-            reason,
-        )
+        if key not in found:
+            raise _fail(origin, ph.absent_column(key), _absent_reason(record, key))
 
 
 def _absent_reason(record: Mapping[str, Any], key: ph.MediaKey) -> str:
@@ -162,13 +150,13 @@ def _absent_reason(record: Mapping[str, Any], key: ph.MediaKey) -> str:
     indexed = (ph.indexed_column(kind, i) for i in range(1, ph.MAX_INDEXED + 1))
     if _present(record.get(ph.list_column(kind))) and any(_present(record.get(c)) for c in indexed):
         return (
-            f"no {kind} supplied ({ph.list_column(kind)} is ignored because indexed {kind} "
-            f"columns are used, and {column} is absent or empty)"
+            f"no {kind} for {ph.placeholder(key)} ({ph.list_column(kind)} is ignored because "
+            f"indexed {kind} columns are used, and {column} is absent or empty)"
         )
     if index > ph.MAX_INDEXED:
         last = ph.indexed_column(kind, ph.MAX_INDEXED)
-        return f"no {kind} supplied (indexed columns stop at {last}; {listed} is absent)"
-    return f"no {kind} supplied ({column} / {listed} absent or empty)"
+        return f"no {kind} for {ph.placeholder(key)} (indexed columns stop at {last}; {listed} is absent)"
+    return f"no {kind} for {ph.placeholder(key)} ({column} / {listed} absent or empty)"
 
 
 def _present(value: Any) -> bool:
@@ -342,7 +330,7 @@ def record_to_sample(record: dict[str, Any], origin: Origin, ctx: FormatContext)
     sid = sample_id(record, origin)
     shown = arrange_choices(options, answer, shuffle=ctx.shuffle_choices, seed=ctx.seed, sample=sid)
     text = render_prompt(question, shown.options, ctx.prompt_template)
-    _warn_missing(text, found, record, origin, ctx.warned)
+    _require_referenced(text, found, record, origin)
     content = prompt_content(text, found)
     return Sample(
         id=sid,

@@ -12,7 +12,8 @@ the *referenced* ones (``list_ignored_when="referenced"``), VMCQ at *any*
 (``list_ignored_when="any"``).
 
 ``expand`` turns text into content parts: text between placeholders is kept verbatim as
-text parts (whitespace-only segments dropped); a placeholder with no medium is dropped.
+text parts (whitespace-only segments dropped). Both formats make a record whose placeholder
+has no usable medium a bad record, naming :func:`absent_column`, so no placeholder is dropped.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = [
     "PLACEHOLDER_RE",
     "ListPolicy",
     "MediaKey",
+    "absent_column",
     "bad_placeholder",
     "collect_media",
     "expand",
@@ -61,6 +63,13 @@ def indexed_column(kind: Modality, index: int) -> str:
 
 def list_column(kind: Modality) -> str:
     return f"{kind}s"
+
+
+def absent_column(key: MediaKey) -> str:
+    """The column a record lacks when ``key`` has no medium: ``image_2``, or past the
+    indexed columns, the list element (``images[100]``)."""
+    kind, index = key
+    return indexed_column(kind, index) if index <= MAX_INDEXED else f"{list_column(kind)}[{index - 1}]"
 
 
 def referenced(text: str) -> list[MediaKey]:

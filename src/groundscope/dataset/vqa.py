@@ -4,10 +4,12 @@ A record holds ``messages`` (OpenAI chat messages: a list in JSONL / parquet, a 
 TSV / CSV) and an optional ``answer`` (a string, a list of strings, or a number, which becomes
 its text). Content is a string or a list of ``text`` / ``image_url`` / ``input_audio`` /
 ``video_url`` parts. Placeholders (``<image 1>``...) are expanded only in ``user`` messages
-whose content is a plain string, and only the media they reference are resolved: a
-referenced medium that is absent, or a local file that does not exist, is dropped with one
-warning per (dataset file, medium); if nothing is left of the message its original text is
-kept. A local file named by a structured part must exist (else the record is bad).
+whose content is a plain string, and only the media they reference are resolved. Every
+medium a record uses (referenced by a placeholder or named by a structured part) must be
+there and usable: one that is absent or empty (``"image_1": ""``, ``{}``), missing on disk,
+unreadable, outside the allowed media roots, or whose bytes are not of its kind makes the
+record bad, naming its column (``image_1``, ``images[0]``) or part. Nothing is silently
+dropped from a prompt.
 
 A record with a ``paraphrases`` list (of question texts) stands for several questions about
 the same media: :func:`expand_paraphrases` (the format's ``expand`` step) turns it into one
@@ -18,7 +20,6 @@ for the paraphrases, all in the group ``group``, else ``<id>``). ``elements`` an
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -43,8 +44,6 @@ if TYPE_CHECKING:  # the package __init__ imports this module
     from groundscope.dataset.base import FormatContext
 
 __all__ = ["METADATA_FIELDS", "expand_paraphrases", "record_to_sample", "sample_id"]
-
-logger = logging.getLogger("groundscope")
 
 ROLES = ("system", "developer", "user", "assistant")
 METADATA_FIELDS = ("category", "group", "elements", "paraphrases", "human_label")
@@ -184,7 +183,8 @@ def _placeholder_media(
     origin: Origin,
     ctx: FormatContext,
 ) -> dict[ph.MediaKey, MediaRef]:
-    """Resolve the media referenced by plain-text user messages; drop missing ones."""
+    """The media referenced by plain-text user messages, each checked; one that is absent
+    or unusable is a RecordError naming its column."""
     keys: list[ph.MediaKey] = []
     for i, message in enumerate(raw_messages):
         content = message.get("content")
@@ -198,17 +198,12 @@ def _placeholder_media(
         return {}
     keys = list(dict.fromkeys(keys))
     found = ph.collect_media(record, origin, ctx.base_dir, wanted=keys)
-    usable: dict[ph.MediaKey, MediaRef] = {}
     for key in keys:
         ref = found.get(key)
         if ref is None:
-            _warn_once(ctx, origin, ph.placeholder(key), _absent_reason(key, record, found))
-        elif not media.exists(ref):
-            _warn_once(ctx, origin, media.describe(ref), _missing_reason(ref))
-        else:
-            _check(ref, origin, _column_of(record, key))
-            usable[key] = ref
-    return usable
+            raise _fail(origin, ph.absent_column(key), _absent_reason(key, record, found))
+        _check(ref, origin, _column_of(record, key))
+    return found
 
 
 def _column_of(record: Mapping[str, Any], key: ph.MediaKey) -> str:
@@ -217,7 +212,8 @@ def _column_of(record: Mapping[str, Any], key: ph.MediaKey) -> str:
 
 
 def _check(ref: MediaRef, origin: Origin, field: str) -> None:
-    """Cheap load-time validation (size cap, format, image header and pixel cap)."""
+    """Cheap load-time validation: the file exists inside the media roots, size cap, magic
+    bytes and format, image header and pixel cap."""
     try:
         media.check(ref, decode=False)
     except MediaError as exc:
@@ -230,30 +226,14 @@ def _absent_reason(key: ph.MediaKey, record: Mapping[str, Any],
     used = ", ".join(ph.indexed_column(*k) for k in found
                      if k[0] == kind and record.get(ph.indexed_column(*k)))
     if used and record.get(ph.list_column(kind)):
-        return (f"{ph.placeholder(key)}: no {kind} supplied ({ph.indexed_column(kind, index)} is "
+        return (f"no {kind} for {ph.placeholder(key)} ({ph.indexed_column(kind, index)} is "
                 f"absent; {ph.list_column(kind)} is ignored because {used} is used: indexed "
                 "and list columns are not mixed)")
     if index > ph.MAX_INDEXED:
         where = f"indexed columns stop at {kind}_{ph.MAX_INDEXED} and {ph.list_column(kind)}"
-        return f"{ph.placeholder(key)}: no {kind} supplied ({where} has no element {index})"
+        return f"no {kind} for {ph.placeholder(key)} ({where} has no element {index})"
     columns = f"{ph.indexed_column(kind, index)} / {ph.list_column(kind)}[{index - 1}]"
-    return f"{ph.placeholder(key)}: no {kind} supplied ({columns} absent or empty)"
-
-
-def _missing_reason(ref: MediaRef) -> str:
-    try:
-        media.resolve_path(ref)
-    except MediaError as exc:
-        return str(exc)
-    return f"{media.describe(ref)} is missing"
-
-
-def _warn_once(ctx: FormatContext, origin: Origin, medium: str, reason: str) -> None:
-    key = (str(origin.path), medium)
-    if key in ctx.warned:
-        return
-    ctx.warned.add(key)
-    logger.warning("%s: %s; dropped from the prompt (reported once per file and medium)", origin, reason)
+    return f"no {kind} for {ph.placeholder(key)} ({columns} absent or empty)"
 
 
 def _message(
@@ -316,8 +296,6 @@ def _part_media(field: str, ptype: str, body: Any, origin: Origin, ctx: FormatCo
         ref = media.media_from_value(value, kind, format=fmt, base_dir=ctx.base_dir, detail=detail)
     except MediaError as exc:
         raise _fail(origin, f"{field}.{value_key}", str(exc)) from None
-    if not media.exists(ref):
-        raise _fail(origin, f"{field}.{value_key}", _missing_reason(ref))
     _check(ref, origin, f"{field}.{value_key}")
     return ref
 

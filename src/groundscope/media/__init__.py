@@ -8,6 +8,7 @@ The only package that reads media bytes or produces base64. Everything else hand
 - ``formats``: mime types from magic bytes first (a ``.jpg`` that holds a PNG is sent as
   PNG), then the format hint, the data-URI mime and the file extension; the audio/video
   *format* on the wire follows the hint first, then magic bytes, data-URI mime, extension;
+- ``roots``: the allowed media roots, the confinement check and the confined open;
 - ``images``: Pillow validation and the pixel cap;
 - ``values``: dataset column values -> ``MediaRef``;
 - ``wire``: the OpenAI content part of a medium, with a bounded cache of encoded payloads.
@@ -15,6 +16,7 @@ The only package that reads media bytes or produces base64. Everything else hand
 
 from groundscope.media.formats import AUDIO_FORMATS, VIDEO_FORMATS, check_format, sniff_mime
 from groundscope.media.images import DEFAULT_MAX_PIXELS, check, max_pixels, set_max_pixels
+from groundscope.media.roots import media_roots, media_roots_in_force, set_media_roots
 from groundscope.media.sources import (
     DEFAULT_MAX_BYTES,
     describe,
@@ -30,5 +32,6 @@ from groundscope.media.wire import wire_part
 __all__ = [
     "AUDIO_FORMATS", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_PIXELS", "VIDEO_FORMATS", "check",
     "check_format", "describe", "exists", "fingerprint", "is_remote", "load", "max_pixels",
-    "media_from_value", "resolve_path", "set_max_pixels", "sniff_mime", "wire_part",
+    "media_from_value", "media_roots", "media_roots_in_force", "resolve_path",
+    "set_max_pixels", "set_media_roots", "sniff_mime", "wire_part",
 ]  # fmt: skip

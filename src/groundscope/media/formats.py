@@ -20,14 +20,15 @@ _FORMAT_MIME = {
     "jpeg": "image/jpeg", "png": "image/png", "gif": "image/gif", "webp": "image/webp",
     "bmp": "image/bmp", "tiff": "image/tiff", "wav": "audio/wav", "mp3": "audio/mpeg",
     "flac": "audio/flac", "ogg": "audio/ogg", "mp4": "video/mp4", "mov": "video/quicktime",
-    "avi": "video/x-msvideo", "mpeg": "video/mpeg", "webm": "video/webm",
+    "avi": "video/x-msvideo", "mpeg": "video/mpeg", "webm": "video/webm", "m4a": "audio/mp4",
+    "mkv": "video/x-matroska",
 }  # fmt: skip
 
 
 _ALIASES = {
     "jpg": "jpeg", "tif": "tiff", "mpg": "mpeg", "mpga": "mp3", "x-mp3": "mp3", "wave": "wav",
     "x-wav": "wav", "vnd.wave": "wav", "quicktime": "mov", "x-msvideo": "avi", "msvideo": "avi",
-    "m4v": "mp4",
+    "m4v": "mp4", "x-matroska": "mkv", "matroska": "mkv", "x-m4a": "m4a",
 }  # fmt: skip
 
 
@@ -42,7 +43,9 @@ def _norm_format(fmt: str | None, kind: Modality | None = None) -> str | None:
         kind = Modality.AUDIO
     fmt = fmt.rsplit("/", 1)[-1]  # a mime type given as a hint
     fmt = _ALIASES.get(fmt, fmt)
-    return "mp3" if kind is Modality.AUDIO and fmt == "mpeg" else fmt or None
+    if kind is Modality.AUDIO and fmt in ("mpeg", "mp4"):  # audio/mpeg, audio/mp4
+        return "mp3" if fmt == "mpeg" else "m4a"
+    return fmt or None
 
 
 def check_format(kind: Modality, fmt: str | None) -> str | None:
@@ -58,7 +61,9 @@ def sniff_mime(data: bytes) -> str | None:
     """The mime type told by a payload's magic bytes, or None."""
     head = data[:16]
     riff = head[8:12] if head[:4] == b"RIFF" else b""
-    box = head[4:8]
+    # an ISO-BMFF / QuickTime file opens with a box: a 4-byte size (small: high byte 0), a type
+    box = head[4:8] if head[:1] == b"\x00" else b""
+    brand = head[8:12]
     table: list[tuple[bool, str]] = [
         (head[:3] == b"\xff\xd8\xff", "image/jpeg"),
         (head[:8] == b"\x89PNG\r\n\x1a\n", "image/png"),
@@ -68,16 +73,24 @@ def sniff_mime(data: bytes) -> str | None:
         (head[:4] in (b"II*\x00", b"MM\x00*"), "image/tiff"),
         (riff == b"WAVE", "audio/wav"),
         (riff == b"AVI ", "video/x-msvideo"),
-        (head[:3] == b"ID3" or _is_mp3_frame(head), "audio/mpeg"),
+        (_is_id3(head) or _is_mp3_frame(head), "audio/mpeg"),
         (head[:4] == b"fLaC", "audio/flac"),
         (head[:4] == b"OggS", "audio/ogg"),
-        (box == b"ftyp" and head[8:12] == b"qt  ", "video/quicktime"),
+        (box == b"ftyp" and brand in (b"M4A ", b"M4B "), "audio/mp4"),
+        (box == b"ftyp" and brand == b"qt  ", "video/quicktime"),
         (box == b"ftyp", "video/mp4"),
-        (box in (b"moov", b"mdat", b"wide", b"free"), "video/quicktime"),
+        (box in (b"moov", b"mdat", b"wide", b"free", b"skip", b"pnot"), "video/quicktime"),
         (head[:4] in (b"\x00\x00\x01\xba", b"\x00\x00\x01\xb3"), "video/mpeg"),
+        (head[:4] == b"\x1a\x45\xdf\xa3" and b"matroska" in data[:64], "video/x-matroska"),
         (head[:4] == b"\x1a\x45\xdf\xa3", "video/webm"),
     ]
     return next((mime for hit, mime in table if hit), None)
+
+
+def _is_id3(head: bytes) -> bool:
+    # an ID3v2 tag: "ID3", major version 2..4, then a four-byte syncsafe size (high bits clear)
+    return (len(head) >= 10 and head[:3] == b"ID3" and head[3] in (2, 3, 4)
+            and all(b < 0x80 for b in head[6:10]))
 
 
 def _is_mp3_frame(head: bytes) -> bool:

@@ -4,7 +4,11 @@ A source string is classified without touching the disk: ``data:`` URI, ``http(s
 raw base64 (at least 64 characters of the standard base64 alphabet only; a path always has a
 ``.`` or some other character outside it), else a local path. Relative paths resolve against
 ``MediaRef.base_dir`` first, then the current directory (a resolution is remembered, so a
-file shared by many records is looked up once).
+file shared by many records is looked up once). A local file is read only inside the allowed
+media roots (``roots.py``), checked again at every read.
+
+Audio and video are recognised by their bytes, as images are: a payload whose magic bytes
+are no known audio (video) container, or an empty one, is refused whatever its name or hint.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from groundscope.media.formats import (
     _norm_format,
     sniff_mime,
 )
+from groundscope.media.roots import confine, open_confined
 from groundscope.types import MediaRef, Modality
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -102,18 +107,34 @@ _RESOLVED_MAX = 8192  # distinct files remembered; the whole table is dropped wh
 
 
 def resolve_path(ref: MediaRef) -> Path:
-    """The existing local file a path ref names; MediaError naming every place tried.
+    """The existing local file a path ref names; MediaError naming every place tried, or
+    MediaRootError when it lies outside the allowed media roots (checked on every call).
 
     A found file is remembered (by source, base directory and current directory); a miss
     is looked up again next time.
     """
+    found = _located(ref)
+    confine(found, ref.base_dir, str(ref.source))
+    return found
+
+
+def _located(ref: MediaRef) -> Path:
+    """Where a path ref's file is, not yet checked against the roots (every read is, when
+    it opens the file: ``roots.open_confined``)."""
     if _classify(ref.source) != "path":
         raise MediaError(f"{describe(ref)} is not a local file")
     cwd = os.getcwd()
     key = (str(ref.source), ref.base_dir, cwd)
     found = _RESOLVED.get(key)
-    if found is not None:
-        return found
+    if found is None:
+        found = _lookup(ref, cwd)
+        if len(_RESOLVED) >= _RESOLVED_MAX:
+            _RESOLVED.clear()
+        _RESOLVED[key] = found
+    return found
+
+
+def _lookup(ref: MediaRef, cwd: str) -> Path:
     text = str(ref.source)
     text = text[7:] if text.lower().startswith("file://") else text
     path = os.path.expanduser(text)  # os.path, not pathlib: this runs once per distinct file
@@ -122,10 +143,7 @@ def resolve_path(ref: MediaRef) -> Path:
         tried.insert(0, os.path.join(ref.base_dir, path))
     for candidate in tried:
         if os.path.isfile(candidate):
-            if len(_RESOLVED) >= _RESOLVED_MAX:
-                _RESOLVED.clear()
-            found = _RESOLVED[key] = Path(candidate)
-            return found
+            return Path(candidate)
     where = ", ".join(str(Path(t)) for t in tried)
     raise MediaError(f"{ref.kind} file not found: {text!r} (tried {where})")
 
@@ -148,11 +166,14 @@ def _raw(ref: MediaRef, max_bytes: int, head: int = -1) -> tuple[bytes, str | No
             declared, data = _parse_data_uri(source)
             return data, declared
         return _b64decode(source, f"base64 {ref.kind}"), None
-    path = resolve_path(ref)
+    path = _located(ref)
     try:
-        size = os.stat(path).st_size
-        _cap(size, max_bytes, str(path))
-        with open(path, "rb", buffering=0) as handle:  # one read of the known size, no buffer
+        fd = open_confined(path, ref.base_dir, str(ref.source))
+        with open(fd, "rb", buffering=0) as handle:  # one read of the known size, no buffer
+            size = os.fstat(fd).st_size
+            _cap(size, max_bytes, str(path))
+            if size == 0:
+                raise MediaError(f"{ref.source}: empty file (0 bytes)")
             return handle.read(size if head < 0 else min(head, size)), _ext_mime(path.name)
     except OSError as exc:
         raise MediaError(f"cannot read {path}: {exc.strerror or exc}") from None
@@ -167,7 +188,8 @@ def load(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[bytes, s
 
 
 def exists(ref: MediaRef) -> bool:
-    """False only for a local path that resolves to no file (inline and remote: True)."""
+    """False only for a local path that resolves to no file, or to one outside the allowed
+    media roots (inline and remote: True)."""
     if _classify(ref.source) != "path":
         return True
     try:
@@ -177,31 +199,35 @@ def exists(ref: MediaRef) -> bool:
     return True
 
 
-def _media_format(ref: MediaRef, data: bytes | None) -> str | None:
-    """Audio/video format: hint, magic bytes, data-URI mime, then extension."""
-    candidates = [_norm_format(ref.format, ref.kind)]
-    if data is not None:
-        candidates.append(_norm_format(sniff_mime(data)))
-    kind = _classify(ref.source)
-    if kind == "data":
-        candidates.append(_norm_format(_data_uri_mime(str(ref.source))))
-    if kind in ("path", "url"):
-        candidates.append(_norm_format(_ext_mime(str(ref.source))))
-    return next((c for c in candidates if c), None)
-
-
-def _supported_format(ref: MediaRef, data: bytes | None) -> str:
+def _supported_format(ref: MediaRef, data: bytes) -> str:
+    """The wire format of an audio/video payload: the hint, else its magic bytes, which
+    must be those of a container of its kind whatever the hint says."""
+    sniffed = _require_kind_bytes(ref, data)
     allowed = AUDIO_FORMATS if ref.kind is Modality.AUDIO else VIDEO_FORMATS
-    fmt = _media_format(ref, data)
-    if fmt is None:
-        raise MediaError(
-            f"cannot tell the {ref.kind} format of {describe(ref)}; give a format hint ({', '.join(allowed)})"
-        )
+    fmt = _norm_format(ref.format, ref.kind) or _norm_format(sniffed, ref.kind)
     if fmt not in allowed:
         raise MediaError(
             f"unsupported {ref.kind} format {fmt!r} for {describe(ref)}; expected one of {', '.join(allowed)}"
         )
-    return fmt
+    return str(fmt)
+
+
+def _require_kind_bytes(ref: MediaRef, data: bytes) -> str:
+    """The mime type ``data``'s magic bytes tell, if it is a known container of ``ref.kind``
+    (audio: wav, mp3, flac, ogg, m4a; video: mp4, mov, avi, mpeg, webm, mkv); else MediaError."""
+    if not data:
+        raise MediaError(f"{describe(ref)}: empty {ref.kind} data (0 bytes)")
+    mime = sniff_mime(data)
+    if mime is not None and mime.startswith(f"{ref.kind}/"):
+        return mime
+    if mime is not None:
+        found = f"its bytes are {mime}"
+    elif all(b >= 0x20 or b in b"\t\n\r" for b in data[:64]):
+        found = "its bytes are text"
+    else:
+        found = f"its bytes match no known {ref.kind} format"
+    article = "an" if ref.kind is Modality.AUDIO else "a"
+    raise MediaError(f"{describe(ref)}: not {article} {ref.kind} file ({found})")
 
 
 def fingerprint(ref: MediaRef) -> str:
@@ -210,7 +236,7 @@ def fingerprint(ref: MediaRef) -> str:
     URL, or a content hash of inline data."""
     kind = _classify(ref.source)
     if kind == "path":
-        try:
+        try:  # hashed only inside the allowed roots (a file outside is a bad record anyway)
             ident = f"path:{ref.source}:{content_id(resolve_path(ref), DEFAULT_MAX_BYTES)}"
         except (MediaError, OSError):
             ident = f"path:{ref.source}:missing"

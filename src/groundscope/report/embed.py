@@ -3,7 +3,9 @@
 Saved samples name their media as the dataset wrote them (a path relative to the dataset
 file, a redacted URL, or ``image:sha256:...`` for inline bytes). A path is resolved against
 the directory of the sample's ``origin`` file, then the current directory (as in
-``media.resolve_path``); anything that cannot be read is shown by its name, never fatal.
+``media.resolve_path``) and read only inside the media roots in force (``write_html`` puts
+the run's recorded roots in force); anything that cannot be read, or lies outside those
+roots, is shown by its name, never fatal.
 
 Size is bounded three ways: images become thumbnails of at most ``THUMB_PX`` pixels a side;
 identical files (by content hash) are embedded once; and once ``budget`` bytes of data URIs
@@ -18,6 +20,7 @@ takes them from there, by file identity (path, size, mtime), and makes any other
 from __future__ import annotations
 
 import base64
+import contextvars
 import hashlib
 import io
 import os
@@ -28,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from groundscope.errors import MediaError
+from groundscope import media
+from groundscope.errors import MediaError, MediaRootError
 from groundscope.types import MediaRef, Modality
 
 THUMB_PX = 128
@@ -39,6 +43,7 @@ DEFAULT_BUDGET = 16 * 1024 * 1024
 # as much CPU as sending a sample); ``groundscope report RUN_DIR`` rebuilds it with more.
 END_OF_RUN_BUDGET = 128 * 1024
 END_OF_RUN_SAMPLES = 1000  # and so many samples at most, so its memory does not grow with N
+OUTSIDE_ROOTS = "not embedded: outside the run's allowed media roots"
 _NOT_A_PATH = re.compile(r"^(?:https?://|data:|(?:image|audio|video):sha256:)", re.IGNORECASE)
 
 
@@ -77,17 +82,19 @@ class MediaTable:
         if _NOT_A_PATH.match(name):
             return None, "not embedded (inline data or remote URL)" if kind != "video" else None
         try:
-            from groundscope.media import resolve_path
-
-            path = resolve_path(MediaRef(Modality(kind), name, base_dir=base_dir))
+            ref = MediaRef(Modality(kind), name, base_dir=base_dir)
+            path = media.resolve_path(ref)
+        except MediaRootError:
+            return None, OUTSIDE_ROOTS
         except (MediaError, ValueError, OSError):
             return None, "file not found"
         cached = self._by_file.get(path)
         if cached is None:
-            cached = self._by_file[path] = self._embed(kind, path)
+            cached = self._by_file[path] = self._embed(ref, path)
         return cached
 
-    def _embed(self, kind: str, path: Path) -> tuple[int | None, str | None]:
+    def _embed(self, ref: MediaRef, path: Path) -> tuple[int | None, str | None]:
+        kind = ref.kind.value
         try:
             size = path.stat().st_size
             if kind == "video":
@@ -99,11 +106,15 @@ class MediaTable:
             if self.used >= self.budget:  # not even read: a page must stay openable
                 return None, ("not embedded: the preview budget is used up "
                               "(`groundscope report RUN_DIR` embeds more)")
-            data = path.read_bytes()
+            data = media.load(ref, max_bytes=SOURCE_MAX_BYTES)[0]  # confined to the roots
         except FileNotFoundError:  # gone since it was resolved
             return None, "file not found"
         except OSError as exc:
             return None, f"unreadable: {exc.strerror or exc}"
+        except MediaRootError:  # swapped for a link to outside since it was resolved
+            return None, OUTSIDE_ROOTS
+        except MediaError as exc:
+            return None, f"unreadable: {exc}"
         digest = hashlib.sha256(data).hexdigest()
         if digest in self._by_hash:
             return self._by_hash[digest], None
@@ -148,15 +159,16 @@ def _prefetched(path: Path, data: bytes) -> str | None:
 
 
 class ThumbnailPrefetch:
-    """Makes thumbnails of offered image files in a daemon thread until ``budget`` bytes of
-    data URIs are made (at most ``max_files`` files are taken). ``close`` waits for the
-    thread; the thumbnails stay for the page, until the next prefetch starts."""
+    """Makes thumbnails of offered local images in a daemon thread until ``budget`` bytes of
+    data URIs are made (at most ``max_files`` files are taken). The thread reads under the
+    media roots in force where the first image was offered. ``close`` waits for the thread;
+    the thumbnails stay for the page, until the next prefetch starts."""
 
     def __init__(self, budget: int = END_OF_RUN_BUDGET, *, max_files: int = 256) -> None:
         self.budget, self.max_files = budget, max_files
         self.made = 0  # bytes of data URIs made so far
-        self._offered: set[str] = set()
-        self._queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._offered: set[Path] = set()
+        self._queue: queue.SimpleQueue[tuple[MediaRef, Path] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         with _PREFETCHED_GUARD:
             _PREFETCHED.clear()
@@ -166,16 +178,23 @@ class ThumbnailPrefetch:
         """Whether more files are still taken."""
         return len(self._offered) < self.max_files and self.made < self.budget
 
-    def offer(self, path: Path | str) -> None:
-        path = str(path)
-        if not self.wanted or path in self._offered:
+    def offer(self, ref: MediaRef) -> None:
+        """Take a local image (inline, remote, missing or out-of-roots ones are ignored)."""
+        if not self.wanted or ref.kind is not Modality.IMAGE or media.is_remote(ref):
+            return
+        try:
+            path = media.resolve_path(ref)
+        except MediaError:
+            return
+        if path in self._offered:
             return
         self._offered.add(path)
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._work, name="groundscope-thumbnails",
+        if self._thread is None:  # the thread runs in this context: the same media roots
+            self._thread = threading.Thread(target=contextvars.copy_context().run,
+                                            args=(self._work,), name="groundscope-thumbnails",
                                             daemon=True)
             self._thread.start()
-        self._queue.put(path)
+        self._queue.put((ref, path))
 
     def close(self) -> None:
         if self._thread is not None:
@@ -184,19 +203,19 @@ class ThumbnailPrefetch:
             self._thread = None
 
     def _work(self) -> None:
-        while (path := self._queue.get()) is not None:
+        while (item := self._queue.get()) is not None:
             if self.made >= self.budget:
                 continue  # drain the queue: the page has enough
+            ref, path = item
             key = _file_key(path)
             if key is None or key[1] > SOURCE_MAX_BYTES:
                 continue
             try:
-                with open(path, "rb") as fh:
-                    data = fh.read()
-            except OSError:
+                data = media.load(ref, max_bytes=SOURCE_MAX_BYTES)[0]  # confined to the roots
+            except MediaError:
                 continue
             uri = _thumbnail_uri(data)
-            if uri is not None and len(data) == key[1]:
+            if uri is not None and len(data) == key[1] and _file_key(path) == key:
                 with _PREFETCHED_GUARD:
                     _PREFETCHED[key] = uri
                 self.made += len(uri)
@@ -224,9 +243,7 @@ def _thumbnail_uri(data: bytes) -> str | None:
 
 
 def _audio_uri(data: bytes) -> str | None:
-    from groundscope.media import sniff_mime
-
-    mime = sniff_mime(data)
+    mime = media.sniff_mime(data)
     if mime is None or not mime.startswith("audio/"):
         return None
     return f"data:{mime};base64," + base64.b64encode(data).decode("ascii")

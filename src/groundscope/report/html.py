@@ -1,9 +1,10 @@
 """``report.html``: one self-contained page per run directory.
 
-``write_html(run_dir)`` reads the run directory (never the dataset, never the network) and
-writes ``<run_dir>/report.html`` with: the execution summary, the metrics table (the
-terminal table's labels and score format, plus 95% CI columns), charts (per-subset bars with
-CI error bars, score distributions, request latency), a per-sample browser (filters, search,
+``write_html(run_dir)`` reads the run directory (never the dataset, never the network;
+media previews only from inside the media roots the run recorded) and writes
+``<run_dir>/report.html`` with: the execution summary, the metrics table (the terminal
+table's labels and score format, plus 95% CI columns), charts (per-subset bars with CI
+error bars, score distributions, request latency), a per-sample browser (filters, search,
 paging; rendered in the browser from one embedded JSON blob) and the redacted config.
 The page opens offline and fetches nothing (see ``report/page.py``).
 """
@@ -20,6 +21,7 @@ from typing import Any
 import orjson
 
 from groundscope.fileio import atomic_write
+from groundscope.media import media_roots_in_force
 from groundscope.metrics import OVERALL
 from groundscope.report.embed import DEFAULT_BUDGET, MediaTable
 from groundscope.report.model import DatasetReport
@@ -43,7 +45,8 @@ def write_html(run_dir: str | Path, *, media_budget: int = DEFAULT_BUDGET,
     started = time.perf_counter()
     run = load_run(run_dir)
     media = MediaTable(budget=media_budget)
-    data = collect(run, media, max_samples)
+    with media_roots_in_force(run.media_roots):  # the run's roots, not this process's cwd
+        data = collect(run, media, max_samples)
     total = sum(r.summary.requested for r in run.reports)
     data["cut"] = total if max_samples is not None and total > len(data["samples"]) else None
     body = _body(run, data)

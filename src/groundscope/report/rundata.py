@@ -23,7 +23,7 @@ from typing import Any
 from groundscope.jsonl import read_jsonl
 from groundscope.report.model import DatasetReport
 from groundscope.rundir import read_run_config
-from groundscope.store import safe_name
+from groundscope.store import safe_name, saved_media_roots
 
 PASS_THRESHOLD = 0.5
 OUTCOMES = ("pass", "fail", "errored", "excluded")
@@ -77,6 +77,11 @@ class RunData:
     model_dir: str
     reports: list[DatasetReport] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def media_roots(self) -> tuple[str, ...]:
+        """The media roots the run read under (config.json): the page embeds nothing else."""
+        return saved_media_roots(self.config)
 
     def report(self, dataset: str) -> DatasetReport | None:
         return next((r for r in self.reports if r.dataset == dataset), None)
