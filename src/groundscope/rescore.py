@@ -121,7 +121,7 @@ async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescor
     ctx = ScoringContext(run_dir=run_dir, judge=cfg.judge, seed=cfg.seed,
                          judge_concurrency=cfg.judge_concurrency or cfg.eval_batch_size,
                          timeout=cfg.timeout, max_retries=cfg.max_retries,
-                         simulator=cfg.simulator)
+                         max_response_bytes=cfg.max_response_bytes, simulator=cfg.simulator)
     try:
         try:
             reports = [await _process_dataset(cfg, store, name, skipped.get(name, 0), rescore, ctx)

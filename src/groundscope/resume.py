@@ -22,6 +22,7 @@ _EXECUTION_KEYS = frozenset({
     "use_cache", "work_dir", "no_timestamp", "debug", "schema_version", "strict",
     "ignore_errors", "max_error_rate", "timeout", "max_retries", "retry_base_delay",
     "retry_max_delay", "eval_batch_size", "judge_concurrency", "api_url", "api_key",
+    "max_response_bytes",
 })
 
 

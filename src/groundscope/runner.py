@@ -36,6 +36,7 @@ from groundscope.errors import (
 from groundscope.metrics import category_of
 from groundscope.plan import DatasetRun, Item, iter_samples, plan_dataset
 from groundscope.progress import Progress
+from groundscope.redaction import Redactor
 from groundscope.report.grounding import add_grounding_stats
 from groundscope.report.judge import add_judge_stats
 from groundscope.report.model import DatasetReport, MetricRow, Report
@@ -60,6 +61,7 @@ class Runner:
         self.scoring = ScoringContext(judge=cfg.judge, seed=cfg.seed,
                                       judge_concurrency=cfg.judge_concurrency or cfg.eval_batch_size,
                                       timeout=cfg.timeout, max_retries=cfg.max_retries,
+                                      max_response_bytes=cfg.max_response_bytes,
                                       simulator=cfg.simulator)
         self.datasets = [plan_dataset(cfg, name, self.scoring) for name in cfg.datasets]
         if cfg.use_cache:
@@ -74,7 +76,7 @@ class Runner:
         self._stop_reason: str | None = None
         self._side = SideWork([run.scorers for run in self.datasets])
         self._progress = Progress(self.progress)
-        self._scrub = logs.Redactor(cfg.secrets()).scrub  # for error texts saved in outputs
+        self._redactor = Redactor(cfg.secrets())  # log lines and error texts saved in outputs
 
     @property
     def run_dir(self) -> Path:
@@ -90,7 +92,7 @@ class Runner:
 
     async def _run(self) -> Report:
         cfg = self.cfg
-        logs.configure(debug=cfg.debug, secrets=cfg.secrets(), log_file=self.store.log_file)
+        logs.configure(debug=cfg.debug, redactor=self._redactor, log_file=self.store.log_file)
         log.info("run directory: %s", self.run_dir)
         if cfg.use_cache:
             warn_config_changes(self.run_dir, cfg.redacted())
@@ -117,7 +119,7 @@ class Runner:
                     generation_config=cfg.generation_config, timeout=cfg.timeout,
                     retry=RetryPolicy(max_retries=cfg.max_retries, base_delay=cfg.retry_base_delay,
                                       max_delay=cfg.retry_max_delay),
-                    concurrency=cfg.eval_batch_size,
+                    concurrency=cfg.eval_batch_size, max_response_bytes=cfg.max_response_bytes,
                 )
                 stack.push_async_callback(client.aclose)
                 await self._evaluate(client)
@@ -302,8 +304,9 @@ class Runner:
             return Prediction(sample.id, req_hash, PredictionStatus.ERROR, error=str(exc),
                               error_kind="media", attempts=attempts, repeat=repeat,
                               latency_s=time.perf_counter() - start)
-        except ModelError as exc:  # the server's message may quote a key: scrubbed
-            return Prediction(sample.id, req_hash, PredictionStatus.ERROR, error=self._scrub(str(exc)),
+        except ModelError as exc:  # the server's message may quote a key: redacted
+            return Prediction(sample.id, req_hash, PredictionStatus.ERROR,
+                              error=self._redactor.redact(str(exc)),
                               error_kind=exc.kind, attempts=attempts, repeat=repeat,
                               latency_s=time.perf_counter() - start)
         return Prediction(sample.id, req_hash, PredictionStatus.OK, completion=completion,
@@ -328,7 +331,7 @@ class Runner:
                 except Exception as exc:
                     log.error("%s: scorer %s failed: %s", item.sample.origin, scorer.name, exc)
                     score = Score(item.sample.id, scorer.name, ScoreStatus.ERROR,
-                                  detail={"error": self._scrub(f"{type(exc).__name__}: {exc}")},
+                                  detail={"error": self._redactor.redact(f"{type(exc).__name__}: {exc}")},
                                   repeat=item.repeat)
                 self.store.append_score(run.name, item.subset, score, req_hash)
             run.acc.add(item.subset, score, scorer.keys, category_of(item.sample.metadata))

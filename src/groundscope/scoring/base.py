@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES
 from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
 
 if TYPE_CHECKING:
@@ -32,7 +33,8 @@ class ScoringContext:
     run's judge config; ``mock_url`` is the offline simulator's URL in ``eval_type=mock``
     and ``simulator`` its settings (a judge-only simulator started for ``api_url: "mock"``
     answers like the run's own, e.g. from the same grounding ground-truth file);
-    ``timeout`` / ``max_retries`` apply to each judge request (transport retries).
+    ``timeout`` / ``max_retries`` / ``max_response_bytes`` apply to each judge request
+    (transport retries, the reply's size cap).
     Resources a scorer opens (HTTP clients, cache files) are registered with
     ``on_close`` and released by ``aclose()`` at the end of the run; objects several scorers
     share (the judge panel, a response cache) are made once by ``shared(key, factory)``.
@@ -46,6 +48,7 @@ class ScoringContext:
     simulator: SimulatorArgs | None = None
     timeout: float = 300.0
     max_retries: int = 5
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _shared: dict[str, Any] = field(default_factory=dict)
 
