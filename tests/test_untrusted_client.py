@@ -144,11 +144,11 @@ EXPECTED = json.loads((CORPUS / "expected.json").read_text())
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_url_credentials_with_an_api_key_are_refused(name: str, tmp_path: Path) -> None:
+def test_url_credentials_with_an_api_key_are_refused(name: str, data: Path, tmp_path: Path) -> None:
     """Two credentials for one Authorization header (the model's or a judge's): one line,
     exit 2, before any request or run directory, the secrets not quoted."""
-    proc = run_cli(["eval", "--config", str(CORPUS / name), "--work-dir", str(tmp_path / "w")],
-                   cwd=tmp_path)
+    proc = run_cli(["eval", "--config", str(CORPUS / name), "--work-dir", str(tmp_path / "w"),
+                    "--dataset-args", json.dumps(dataset_args(data))], cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [EXPECTED[name]]
     assert not (tmp_path / "w").exists()
@@ -300,6 +300,22 @@ def test_oversized_replies_fail_as_response_too_large(data: Path, tmp_path: Path
     preds = _preds(run)
     assert [(p["error_kind"], p["attempts"]) for p in preds] == [("response_too_large", 1)] * 6
     assert sum(p.stat().st_size for p in run.rglob("*")) < MIB
+
+
+def test_oversized_headers_are_a_malformed_response(data: Path, tmp_path: Path) -> None:
+    """A 100 KB header line: refused by the header limits, the sample fails as
+    ``malformed_response`` (not a connection error), the run goes on."""
+    server = serve(data, header_bytes=100_000)
+    try:
+        run = tmp_path / "run"
+        proc = run_cli(eval_args(server.base_url, data, run, "--ignore-errors", "--max-retries",
+                                 "1", "--retry-base-delay", "0"), cwd=tmp_path)
+    finally:
+        server.stop()
+    assert proc.returncode == 0, proc.stderr
+    preds = _preds(run)
+    assert [(p["error_kind"], p["attempts"]) for p in preds] == [("malformed_response", 2)] * 6
+    assert all("invalid HTTP response head" in p["error"] for p in preds)
 
 
 def test_max_response_bytes_is_a_setting_for_model_and_judges(data: Path, tmp_path: Path) -> None:

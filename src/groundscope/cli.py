@@ -164,6 +164,7 @@ def _add_hostile_flags(sim: argparse.ArgumentParser) -> None:
       help="stream answers chunked, without a Content-Length (huge --reply-bytes: endless)")
     a("--declared-length", type=int, default=None,
       help="declare this Content-Length on every answer, send a short body, hang up")
+    a("--header-bytes", type=int, default=0, help="add a header this long to every answer")
     a("--redirect-to", metavar="URL", default=None,
       help="answer every chat request with a 307 to URL")
     a("--echo-key", choices=["error", "reply"], default=None,
@@ -259,7 +260,8 @@ def _sim_behaviour(ns: argparse.Namespace) -> SimBehaviour:
                         rate_disconnect=ns.rate_disconnect, malformed_body=ns.malformed_body,
                         reply_bytes=ns.reply_bytes, reply_gzip=ns.reply_gzip,
                         reply_chunked=ns.reply_chunked, declared_length=ns.declared_length,
-                        redirect_to=ns.redirect_to, echo_key=ns.echo_key)
+                        header_bytes=ns.header_bytes, redirect_to=ns.redirect_to,
+                        echo_key=ns.echo_key)
 
 
 def _cmd_simulate(ns: argparse.Namespace) -> int:

@@ -281,6 +281,10 @@ class ChatClient:
                 raise RetryableError(
                     f"request timed out after {self.timeout:g}s", kind="timeout"
                 ) from None
+            except aiohttp.ClientResponseError as exc:  # a response head aiohttp refused
+                what = truncate(self.redactor.redact(exc.message))  # (e.g. over HEADER_LIMITS)
+                raise RetryableError(f"malformed response: invalid HTTP response head: {what}",
+                                     kind="malformed_response") from None
             except aiohttp.ClientError as exc:
                 what = self.redactor.redact(f"{type(exc).__name__}: {exc}")
                 raise RetryableError(f"connection error: {truncate(what)}",

@@ -11,6 +11,7 @@ Turned on by :class:`~groundscope.client.sim_oracle.SimBehaviour` knobs (and the
   chunked without a Content-Length (with a huge ``reply_bytes``, an endless reply);
 - ``declared_length``: every answer declares this Content-Length, sends its short body and
   hangs up;
+- ``header_bytes``: every answer carries an ``X-Padding`` header this long;
 - ``redirect_to``: every chat request is answered ``307`` with this ``Location``;
 - ``echo_key``: the credential of the request's Authorization header (a Bearer key, or the
   password of Basic auth) is echoed back in many forms (:func:`echo_forms`): in a 401 error
@@ -41,6 +42,7 @@ class Knobs(Protocol):
     reply_gzip: bool
     reply_chunked: bool
     declared_length: int | None
+    header_bytes: int
     redirect_to: str | None
     echo_key: str | None
 
@@ -226,6 +228,11 @@ async def hostile_reply(request: web.Request, b: Knobs, info: dict[str, Any],
     if b.echo_key == "error":
         record(request, 401, fault="echo", **info)
         return echo_error(request.headers.get("Authorization"))
+    if b.header_bytes:
+        record(request, 200, fault="header_bytes", **info)
+        body = orjson.dumps({"choices": [{"message": {"content": "short"}}]})
+        return web.Response(body=body, content_type="application/json",
+                            headers={"X-Padding": "a" * b.header_bytes})
     if b.declared_length is not None:
         record(request, 200, fault="declared_length", **info)
         body = orjson.dumps({"choices": [{"message": {"content": "short"}}]})

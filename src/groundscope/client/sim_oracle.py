@@ -51,7 +51,8 @@ class SimBehaviour:
     ``max_context_tokens`` makes prompts that are too long fail with a 400
     ``context_length_exceeded`` error, like a real endpoint. The hostile knobs
     (``malformed_body``, ``reply_bytes``, ``reply_gzip``, ``reply_chunked``,
-    ``declared_length``, ``redirect_to``, ``echo_key``) are described in ``sim_faults.py``.
+    ``declared_length``, ``header_bytes``, ``redirect_to``, ``echo_key``) are described in
+    ``sim_faults.py``.
     """
 
     accuracy: float = 1.0
@@ -72,6 +73,7 @@ class SimBehaviour:
     reply_gzip: bool = False
     reply_chunked: bool = False
     declared_length: int | None = None
+    header_bytes: int = 0
     redirect_to: str | None = None
     echo_key: Literal["error", "reply"] | None = None
 
