@@ -60,8 +60,11 @@ def configure(*, debug: bool = False, redactor: Redactor | None = None, log_file
 
 
 def close() -> None:
-    """Detach and close the handlers (flushes the run's log file)."""
+    """Detach and close the handlers (flushes the run's log file); the logger's level and
+    propagation to the root logger are as before :func:`configure`."""
     logger = logging.getLogger(LOGGER_NAME)
     for handler in list(logger.handlers):
         logger.removeHandler(handler)
         handler.close()
+    logger.setLevel(logging.NOTSET)
+    logger.propagate = True
