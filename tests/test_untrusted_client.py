@@ -9,6 +9,8 @@ import base64
 import hashlib
 import html
 import json
+import subprocess
+import sys
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -342,3 +344,36 @@ def test_max_response_bytes_is_a_setting_for_model_and_judges(data: Path, tmp_pa
     votes = [r["detail"]["votes"][0] for r in rows(tmp_path / "judged", "reviews")
              if r["scorer"] == "accuracy"]
     assert len(votes) == 6 and all(v["error"].startswith("response_too_large") for v in votes)
+
+
+# ------------------------------------------------------------------ groundscope simulate
+
+
+def test_the_hostile_modes_are_simulate_flags(data: Path, tmp_path: Path) -> None:
+    """``groundscope simulate --echo-key reply --malformed-body each --rate-malformed 0.5``
+    in its own process: a run against it hides the echoed key and records the broken bodies
+    as malformed_response. A bad flag value is one line, exit 2."""
+    bad = run_cli(["simulate", "--datasets", "general_vqa", "--malformed-body", "bogus"],
+                  cwd=tmp_path)
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("groundscope: error: simulate: malformed_body must be 'each' or")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "groundscope", "simulate", "--port", "0", "--datasets",
+         "general_vqa", "--dataset-args", json.dumps(dataset_args(data)), "--echo-key",
+         "reply", "--malformed-body", "each", "--rate-malformed", "0.5"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split()[-1]  # "groundscope simulator listening on URL"
+        assert url.startswith("http://127.0.0.1:")
+        run = tmp_path / "run"
+        result = run_cli(eval_args(url, data, run, "--api-key", MODEL_KEY, "--ignore-errors",
+                                   "--max-retries", "0"), cwd=tmp_path)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert result.returncode == 0, result.stderr
+    preds = _preds(run)
+    assert {p["error_kind"] for p in preds} <= {None, "malformed_response"}
+    assert any(p["status"] == "ok" and "| *** | ***" in p["prediction"] for p in preds)
+    assert_no_secret(run, result.stdout, result.stderr)
