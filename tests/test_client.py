@@ -23,10 +23,10 @@ from groundscope.client.openai import (
     build_body,
     effective_config,
     normalise_url,
-    parse_completion,
     request_hash,
     wire_messages,
 )
+from groundscope.client.reply import parse_completion
 from groundscope.client.retry import RetryPolicy
 from groundscope.errors import ConfigError, MediaError, ResponseError, RetryableError
 from groundscope.simulator import SimBehaviour, SimulatorServer
@@ -203,7 +203,7 @@ def test_parse_completion_reads_text_reasoning_usage() -> None:
         ],
         "usage": {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9},
     }
-    c = parse_completion(payload)
+    c = parse_completion(orjson.dumps(payload))
     assert (c.text, c.reasoning, c.finish_reason, c.model) == ("Paris", "thinking", "stop", "m")
     assert (c.usage.prompt_tokens, c.usage.completion_tokens, c.usage.total_tokens) == (7, 2, 9)
 
@@ -212,20 +212,23 @@ def test_parse_completion_content_parts_and_none() -> None:
     parts = {
         "choices": [{"message": {"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}}]
     }
-    assert parse_completion(parts).text == "ab"
-    empty = parse_completion(
+    assert parse_completion(orjson.dumps(parts)).text == "ab"
+    empty = parse_completion(orjson.dumps(
         {"choices": [{"message": {"content": None}, "finish_reason": "length"}], "usage": None}
-    )
+    ))
     assert (empty.text, empty.finish_reason, empty.usage.total_tokens) == ("", "length", 0)
 
 
-def test_parse_completion_without_choices_is_a_response_error() -> None:
-    with pytest.raises(ResponseError, match="no choices"):
-        parse_completion({"id": "x"})
+def test_parse_completion_without_choices() -> None:
+    """No choices and no reason: malformed (retried); an error object in a 200 is the
+    server's refusal (not retried)."""
+    with pytest.raises(RetryableError, match="no choices") as malformed:
+        parse_completion(b'{"id": "x"}')
+    assert malformed.value.kind == "malformed_response"
     with pytest.raises(ResponseError, match="quota gone"):
-        parse_completion({"error": {"message": "quota gone"}})
+        parse_completion(b'{"error": {"message": "quota gone"}}')
     with pytest.raises(ResponseError) as info:
-        parse_completion({"choices": [{"message": {"content": ""}, "finish_reason": "content_filter"}]})
+        parse_completion(b'{"choices": [{"message": {"content": ""}, "finish_reason": "content_filter"}]}')
     assert info.value.kind == "content_filter"
 
 

@@ -13,7 +13,10 @@ import ast
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from groundscope.simulator import SimBehaviour
 
 _S = argparse.SUPPRESS
 
@@ -105,6 +108,9 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
       help="also read local media under DIR (repeatable; by default only the dataset's folder "
            "and the working directory)")
     a("--judge-concurrency", type=int, default=_S, help="judge requests in flight at once")
+    a("--max-response-bytes", type=int, default=_S,
+      help="a reply (model or judge) whose decoded body is larger fails as response_too_large "
+           "(default 4194304, 4 MiB)")
     a("--sim-accuracy", type=float, default=_S, help="mock: share of correct answers (0.8)")
     a("--sim-latency-ms", type=float, default=_S, help="mock: latency per request (0)")
     a("--sim-judge-noise", type=float, default=_S,
@@ -144,7 +150,28 @@ def build_parser() -> argparse.ArgumentParser:
     for kind in ("429", "500", "timeout", "malformed", "disconnect"):
         sim.add_argument(f"--rate-{kind}", type=float, default=0.0,
                          help=f"share of requests answered with a {kind} fault")
+    _add_hostile_flags(sim)
     return parser
+
+
+def _add_hostile_flags(sim: argparse.ArgumentParser) -> None:
+    """``groundscope simulate``: the untrusted-endpoint behaviours (simulator/faults.py)."""
+    a = sim.add_argument
+    a("--malformed-body", default="truncated", metavar="KIND",
+      help="the broken 200 body a malformed fault sends: a kind of faults.MALFORMED_BODIES "
+           "(truncated, not_json, message_string, usage_string, ...) or 'each' (all in turn)")
+    a("--reply-bytes", type=int, default=0, help="pad every answer to this many bytes")
+    a("--reply-gzip", action="store_true", help="send answers gzip-encoded (with a large "
+      "--reply-bytes: a gzip bomb)")
+    a("--reply-chunked", action="store_true",
+      help="stream answers chunked, without a Content-Length (huge --reply-bytes: endless)")
+    a("--declared-length", type=int, default=None,
+      help="declare this Content-Length on every answer, send a short body, hang up")
+    a("--header-bytes", type=int, default=0, help="add a header this long to every answer")
+    a("--redirect-to", metavar="URL", default=None,
+      help="answer every chat request with a 307 to URL")
+    a("--echo-key", choices=["error", "reply"], default=None,
+      help="echo the request's key back in many forms: in a 401 body, or in the answer")
 
 
 def eval_config(ns: argparse.Namespace) -> dict[str, Any]:
@@ -229,22 +256,35 @@ def _cmd_report(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _sim_behaviour(ns: argparse.Namespace) -> SimBehaviour:
+    from groundscope.simulator import SimBehaviour
+
+    return SimBehaviour(accuracy=ns.accuracy, latency_ms=ns.latency_ms, seed=ns.seed,
+                        rate_429=ns.rate_429, rate_500=ns.rate_500,
+                        rate_timeout=ns.rate_timeout, rate_malformed=ns.rate_malformed,
+                        rate_disconnect=ns.rate_disconnect, malformed_body=ns.malformed_body,
+                        reply_bytes=ns.reply_bytes, reply_gzip=ns.reply_gzip,
+                        reply_chunked=ns.reply_chunked, declared_length=ns.declared_length,
+                        header_bytes=ns.header_bytes, redirect_to=ns.redirect_to,
+                        echo_key=ns.echo_key)
+
+
 def _cmd_simulate(ns: argparse.Namespace) -> int:
     from groundscope.config import SimulatorArgs, load_config
-    from groundscope.errors import RecordError
+    from groundscope.errors import ConfigError, RecordError
     from groundscope.runner import iter_samples, plan_dataset
-    from groundscope.simulator import Oracle, SimBehaviour, serve_forever, sim_responders
+    from groundscope.simulator import Oracle, serve_forever, sim_responders
 
+    try:
+        behaviour = _sim_behaviour(ns)
+    except ValueError as exc:
+        raise ConfigError(f"simulate: {exc}") from None
     args = {name: {k: v for k, v in a.items() if k != "metric_list"} if isinstance(a, dict) else a
             for name, a in ns.dataset_args.items()}  # the samples matter here, not the metrics
     cfg = load_config({"datasets": ns.datasets, "dataset_args": args, "eval_type": "mock"})
     samples = [s for name in cfg.datasets
                for _, s in iter_samples(cfg, plan_dataset(cfg, name), strict=False)
                if not isinstance(s, RecordError)]
-    behaviour = SimBehaviour(accuracy=ns.accuracy, latency_ms=ns.latency_ms, seed=ns.seed,
-                             rate_429=ns.rate_429, rate_500=ns.rate_500,
-                             rate_timeout=ns.rate_timeout, rate_malformed=ns.rate_malformed,
-                             rate_disconnect=ns.rate_disconnect)
     print(f"simulating on http://{ns.host}:{ns.port}/v1 with {len(samples)} known samples",
           file=sys.stderr, flush=True)
     sim = SimulatorArgs(judge_noise=ns.judge_noise, seed=ns.seed, truth=ns.truth)

@@ -19,8 +19,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator
 
 from groundscope import compat
+from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES
 from groundscope.errors import ConfigError
 from groundscope.media import DEFAULT_MAX_PIXELS
+from groundscope.redaction import redact_url, url_secrets
 
 _ENV_REF = re.compile(r"^\$(?:\{(\w+)\}|(\w+))$")
 
@@ -72,6 +74,10 @@ class JudgeModel(_Strict):
     api_url: str
     api_key: SecretStr | None = None
     generation_config: dict[str, Any] = Field(default_factory=dict)
+
+    def secrets(self) -> list[str]:
+        """Its API key and the credentials its URL carries (for redaction)."""
+        return _secrets(self.api_url, self.api_key)
 
 
 GroundingMetric = Literal["grounding", "completeness", "consistency"]
@@ -167,6 +173,7 @@ class TaskConfig(_Strict):
     max_image_pixels: int = Field(default=DEFAULT_MAX_PIXELS, ge=1)
     # local media are read only inside the dataset's folder, the working directory and these
     media_roots: list[str] = Field(default_factory=list)
+    max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, ge=1024, le=1024**3)
     judge_concurrency: int | None = Field(default=None, ge=1)
     max_error_rate: float | None = Field(default=None, ge=0.0, le=1.0)
     simulator: SimulatorArgs = Field(default_factory=SimulatorArgs)
@@ -197,29 +204,39 @@ class TaskConfig(_Strict):
         return self.model_id or self.model
 
     def redacted(self) -> dict[str, Any]:
-        """The config as JSON-able data with every secret replaced by ``***``."""
+        """The config as JSON-able data with every secret replaced by ``***``; URLs without
+        user-info and with secret-looking query values as ``***`` (``redaction.redact_url``)."""
         data = self.model_dump(mode="json")
         refs = self._env_refs
         if self.api_key is not None:
             data["api_key"] = refs.get("api_key", "***")
+        if data.get("api_url"):
+            data["api_url"] = redact_url(data["api_url"])
         if self.judge is not None:
             blocks = [("judge", data["judge"])]
             if data["judge"].get("grounding"):
                 blocks.append(("judge.grounding", data["judge"]["grounding"]))
             for where, block in blocks:
                 for i, m in enumerate(block.get("models", [])):
+                    m["api_url"] = redact_url(m["api_url"])
                     if m.get("api_key") is not None:
                         m["api_key"] = refs.get(f"{where}.models[{i}].api_key", "***")
         return data
 
     def secrets(self) -> list[str]:
-        """Every secret value in this config (for log/output scrubbing)."""
-        found = []
-        if self.api_key is not None:
-            found.append(self.api_key.get_secret_value())
+        """Every secret value in this config: API keys (after ``$NAME`` expansion) and the
+        credentials URLs carry, the model's and every judge's (for redaction)."""
+        found = _secrets(self.api_url, self.api_key)
         if self.judge is not None:
-            found += [m.api_key.get_secret_value() for m in self.judge.all_models() if m.api_key]
-        return [s for s in found if s and s != "EMPTY"]
+            found += [s for m in self.judge.all_models() for s in m.secrets()]
+        return found
+
+
+def _secrets(api_url: str | None, api_key: SecretStr | None) -> list[str]:
+    found = url_secrets(api_url)
+    if api_key is not None:
+        found.append(api_key.get_secret_value())
+    return [s for s in found if s and s != "EMPTY"]
 
 
 def expand_env(value: str, where: str) -> str:
@@ -363,9 +380,9 @@ def _cross_check(cfg: TaskConfig) -> None:
     if cfg.eval_type == "openai_api" and not cfg.api_url:
         raise ConfigError("api_url: required for eval_type openai_api (or use --eval-type mock)")
     if cfg.eval_type == "openai_api" and cfg.api_url:
-        from groundscope.client.openai import normalise_url
+        from groundscope.client.openai import endpoint_auth
 
-        normalise_url(cfg.api_url)  # a ConfigError now, before a run directory is made
+        endpoint_auth(cfg.api_url, cfg.api_key)  # a ConfigError now, before a run directory
     if cfg.judge is not None and cfg.judge.strategy in {"llm", "llm_recall"} and not cfg.judge.models:
         raise ConfigError(f"judge.models: strategy {cfg.judge.strategy!r} needs at least one model")
     if cfg.judge is not None:
@@ -373,8 +390,11 @@ def _cross_check(cfg: TaskConfig) -> None:
 
 
 def _check_judge_urls(judge: JudgeConfig, eval_type: str) -> None:
-    """A judge URL is http(s), or ``mock`` (the offline simulator) in an ``eval_type=mock`` run."""
+    """A judge URL is http(s), or ``mock`` (the offline simulator) in an ``eval_type=mock`` run;
+    it does not carry credentials (user:password@) and an API key at once."""
     from urllib.parse import urlsplit
+
+    from groundscope.client.openai import endpoint_auth
 
     own = judge.grounding.models if judge.grounding else []
     named = [(f"judge.models[{i}]", m) for i, m in enumerate(judge.models)]
@@ -388,3 +408,7 @@ def _check_judge_urls(judge: JudgeConfig, eval_type: str) -> None:
         parts = urlsplit(m.api_url.strip())
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ConfigError(f"{where}: must be an http(s) URL, or 'mock' with eval_type mock")
+        try:
+            endpoint_auth(m.api_url, m.api_key)
+        except ConfigError as exc:
+            raise ConfigError(f"{name}.{exc}") from None

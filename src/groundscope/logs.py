@@ -1,7 +1,8 @@
-"""Logging set-up: one ``groundscope`` logger, a run-directory log file, secret scrubbing.
+"""Logging set-up: one ``groundscope`` logger, a run-directory log file, redaction of every line.
 
-Every handler carries a ``Redactor`` filter that replaces each configured secret, and
-anything that looks like a bearer token, with ``***`` before a record is written, so an
+Every handler carries a :class:`RedactingFilter`: the run's
+:class:`~groundscope.redaction.Redactor` hides each configured secret (in any form it
+recognises), and anything that looks like a bearer token, before a record is written, so an
 API key never reaches a log line even if a library puts it in an exception message.
 """
 
@@ -9,26 +10,20 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 
+from groundscope.redaction import Redactor
+
 LOGGER_NAME = "groundscope"
-_BEARER = re.compile(r"(?i)(bearer\s+)[^\s'\",]+")
 
 
-class Redactor(logging.Filter):
-    """Scrubs secrets from the fully formatted message of every record."""
+class RedactingFilter(logging.Filter):
+    """Redacts the fully formatted message of every record (exception text included)."""
 
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
+    def __init__(self, redactor: Redactor) -> None:
         super().__init__()
-        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
-
-    def scrub(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "***")
-        return _BEARER.sub(r"\1***", text)
+        self.redactor = redactor
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
@@ -36,7 +31,7 @@ class Redactor(logging.Filter):
             message = f"{message}: {record.exc_info[1]}"
             record.exc_info = None
             record.exc_text = None
-        record.msg = self.scrub(message)
+        record.msg = self.redactor.redact(message)
         record.args = ()
         return True
 
@@ -67,21 +62,21 @@ class RunLogFile(logging.FileHandler):
               "log lines go to the terminal only from here", file=sys.stderr)
 
 
-def configure(*, debug: bool = False, secrets: Iterable[str] = (), log_file: Path | None = None,
-              console: bool = True) -> Redactor:
-    """(Re)configure the groundscope logger for one run. Returns its redactor."""
+def configure(*, debug: bool = False, redactor: Redactor | None = None, log_file: Path | None = None,
+              console: bool = True) -> None:
+    """(Re)configure the groundscope logger for one run; ``redactor`` hides the run's secrets."""
     logger = logging.getLogger(LOGGER_NAME)
     for handler in list(logger.handlers):
         logger.removeHandler(handler)
         handler.close()
     logger.setLevel(logging.DEBUG if debug else logging.INFO)
     logger.propagate = False
-    redactor = Redactor(secrets)
+    redacting = RedactingFilter(redactor or Redactor())
     fmt = logging.Formatter("%(asctime)s - %(levelname)s - %(message)s", "%Y-%m-%d %H:%M:%S")
     if console:
         stream = logging.StreamHandler(sys.stderr)
         stream.setFormatter(fmt)
-        stream.addFilter(redactor)
+        stream.addFilter(redacting)
         logger.addHandler(stream)
     if log_file is not None:
         try:
@@ -92,14 +87,16 @@ def configure(*, debug: bool = False, secrets: Iterable[str] = (), log_file: Pat
                   "the terminal only", file=sys.stderr)
         else:
             fh.setFormatter(fmt)
-            fh.addFilter(redactor)
+            fh.addFilter(redacting)
             logger.addHandler(fh)
-    return redactor
 
 
 def close() -> None:
-    """Detach and close the handlers (flushes the run's log file)."""
+    """Detach and close the handlers (flushes the run's log file); the logger's level and
+    propagation to the root logger are as before :func:`configure`."""
     logger = logging.getLogger(LOGGER_NAME)
     for handler in list(logger.handlers):
         logger.removeHandler(handler)
         handler.close()
+    logger.setLevel(logging.NOTSET)
+    logger.propagate = True

@@ -131,7 +131,8 @@ async def _process_run_in_roots(run_dir: Path, cfg: TaskConfig, *, rescore: bool
     skipped = _skipped_counts(run_dir)
     ctx = ScoringContext(run_dir=run_dir, judge=cfg.judge, seed=cfg.seed,
                          judge_concurrency=cfg.judge_concurrency or cfg.eval_batch_size,
-                         timeout=cfg.timeout, max_retries=cfg.max_retries)
+                         timeout=cfg.timeout, max_retries=cfg.max_retries,
+                         max_response_bytes=cfg.max_response_bytes)
     try:
         try:
             if rescore and mock_judged(cfg.judge):  # the run's own simulator is gone

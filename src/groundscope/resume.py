@@ -23,6 +23,7 @@ _EXECUTION_KEYS = frozenset({
     "ignore_errors", "max_error_rate", "timeout", "max_retries", "retry_base_delay",
     "retry_max_delay", "eval_batch_size", "judge_concurrency", "api_url", "api_key",
     "media_roots",
+    "max_response_bytes",
 })
 
 

@@ -36,6 +36,7 @@ from groundscope.errors import (
 from groundscope.metrics import category_of
 from groundscope.plan import DatasetRun, Item, iter_samples, plan_dataset, run_media_roots
 from groundscope.progress import Progress
+from groundscope.redaction import Redactor
 from groundscope.report.grounding import add_grounding_stats
 from groundscope.report.judge import add_judge_stats
 from groundscope.report.model import DatasetReport, MetricRow, Report
@@ -65,7 +66,8 @@ class Runner:
         self.progress = sys.stderr.isatty() if progress is None else progress
         self.scoring = ScoringContext(judge=cfg.judge, seed=cfg.seed,
                                       judge_concurrency=cfg.judge_concurrency or cfg.eval_batch_size,
-                                      timeout=cfg.timeout, max_retries=cfg.max_retries)
+                                      timeout=cfg.timeout, max_retries=cfg.max_retries,
+                                      max_response_bytes=cfg.max_response_bytes)
         self.datasets = [plan_dataset(cfg, name, self.scoring) for name in cfg.datasets]
         check_subset_files((run.name, subset) for run in self.datasets for subset in run.subsets)
         self._media_roots = run_media_roots(cfg)  # a bad --media-root: before a run directory
@@ -81,7 +83,7 @@ class Runner:
         self._stop_reason: str | None = None
         self._side = SideWork([run.scorers for run in self.datasets])
         self._progress = Progress(self.progress)
-        self._scrub = logs.Redactor(cfg.secrets()).scrub  # for error texts saved in outputs
+        self._redactor = Redactor(cfg.secrets())  # log lines and error texts saved in outputs
 
     @property
     def run_dir(self) -> Path:
@@ -97,7 +99,7 @@ class Runner:
 
     async def _run(self) -> Report:
         cfg = self.cfg
-        logs.configure(debug=cfg.debug, secrets=cfg.secrets(), log_file=self.store.log_file)
+        logs.configure(debug=cfg.debug, redactor=self._redactor, log_file=self.store.log_file)
         log.info("run directory: %s", self.run_dir)
         if self.store.note:
             log.warning("%s", self.store.note)
@@ -127,7 +129,7 @@ class Runner:
                     generation_config=cfg.generation_config, timeout=cfg.timeout,
                     retry=RetryPolicy(max_retries=cfg.max_retries, base_delay=cfg.retry_base_delay,
                                       max_delay=cfg.retry_max_delay),
-                    concurrency=cfg.eval_batch_size,
+                    concurrency=cfg.eval_batch_size, max_response_bytes=cfg.max_response_bytes,
                 )
                 stack.push_async_callback(client.aclose)
                 await self._evaluate(client)
@@ -311,8 +313,9 @@ class Runner:
             return Prediction(sample.id, req_hash, PredictionStatus.ERROR, error=str(exc),
                               error_kind="media", attempts=attempts, repeat=repeat,
                               latency_s=time.perf_counter() - start)
-        except ModelError as exc:  # the server's message may quote a key: scrubbed
-            return Prediction(sample.id, req_hash, PredictionStatus.ERROR, error=self._scrub(str(exc)),
+        except ModelError as exc:  # the server's message may quote a key: redacted
+            return Prediction(sample.id, req_hash, PredictionStatus.ERROR,
+                              error=self._redactor.redact(str(exc)),
                               error_kind=exc.kind, attempts=attempts, repeat=repeat,
                               latency_s=time.perf_counter() - start)
         return Prediction(sample.id, req_hash, PredictionStatus.OK, completion=completion,
@@ -330,7 +333,7 @@ class Runner:
                     and row.get("status") != ScoreStatus.JUDGE_FAILED.value):  # re-judged
                 score = score_from_json(row)
             else:
-                score = await score_safely(scorer, item.sample, pred, self._scrub)
+                score = await score_safely(scorer, item.sample, pred, self._redactor.redact)
                 self.store.append_score(run.name, item.subset, score, req_hash)
             run.acc.add(item.subset, score, scorer.keys, category_of(item.sample.metadata))
             run.groups.collect(item.subset, score)

@@ -1,9 +1,9 @@
-"""The run directory: append-only predictions and reviews, the resume index, redaction.
+"""The run directory: append-only predictions and reviews, the resume index.
 
 Layout (schema version 1)::
 
     <run_dir>/
-      config.json                               the task config, secrets replaced by ***,
+      config.json                               the task config, redacted (config.redacted()),
                                                 marked "format": "groundscope-run" (rundir.py)
                                                 and the media roots the run read from
       predictions/<model>/<dataset>_<subset>.jsonl   one line per finished request

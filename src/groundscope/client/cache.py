@@ -31,6 +31,7 @@ import orjson
 from groundscope.client.openai import ChatClient, effective_config
 from groundscope.fileio import write_error
 from groundscope.jsonl import repair_tail
+from groundscope.redaction import redact_url
 from groundscope.types import Completion, MediaPart, Message, Usage
 
 log = logging.getLogger("groundscope")
@@ -156,18 +157,18 @@ Connect = Callable[[], Awaitable[ChatClient]]
 class CachedChat:
     """``complete(messages)`` answered from a :class:`ResponseCache`, else by a ``ChatClient``.
 
-    ``model_id`` and ``api_url`` (as configured) and ``generation_config`` form the key with
-    the messages. ``connect`` builds the client on the first miss, inside the running loop,
-    so a fully cached run opens no connection. Identical requests
-    in flight at once are sent once. ``requests`` counts calls that reached the client,
-    ``hits`` calls answered from the cache.
+    ``model_id``, ``api_url`` (as configured, without credentials: ``redact_url``) and
+    ``generation_config`` form the key with the messages. ``connect`` builds the client on
+    the first miss, inside the running loop, so a fully cached run opens no connection.
+    Identical requests in flight at once are sent once. ``requests`` counts calls that
+    reached the client, ``hits`` calls answered from the cache.
     """
 
     def __init__(self, cache: ResponseCache, *, model_id: str, api_url: str,
                  generation_config: Mapping[str, Any] | None, connect: Connect) -> None:
         self.cache = cache
         self.model_id = model_id
-        self.api_url = api_url
+        self.api_url = redact_url(api_url)  # URL credentials never enter a key
         self.generation_config: dict[str, Any] = dict(generation_config or {})
         self._connect = connect
         self._client: ChatClient | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import email.utils
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -41,7 +41,8 @@ def error_message(payload: Any) -> str:
     return str(payload or "")
 
 
-def _error_kind(payload: Any, message: str, default: str) -> str:
+def error_kind(payload: Any, message: str, default: str) -> str:
+    """``context_length`` / ``content_filter`` when the error says so, else ``default``."""
     code = ""
     if isinstance(payload, Mapping):
         err = payload.get("error")
@@ -57,7 +58,8 @@ def _error_kind(payload: Any, message: str, default: str) -> str:
     return default
 
 
-def _truncate(text: str) -> str:
+def truncate(text: str) -> str:
+    """``text`` on one line, at most 500 characters."""
     text = " ".join(text.split())
     return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 3] + "..."
 
@@ -80,16 +82,19 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-def http_error(status: int, raw: bytes, retry_after: str | None) -> ModelError:
-    """The exception for a non-200 response (no header or key is ever quoted)."""
+def http_error(status: int, raw: bytes, retry_after: str | None,
+               redact: Callable[[str], str] = str) -> ModelError:
+    """The exception for a non-200 response. Its message is the server's, passed through
+    ``redact`` (the client's :class:`~groundscope.redaction.Redactor`) before it is cut to
+    length, so a key the server quotes back is hidden even where the cut would split it."""
     try:
         payload: Any = orjson.loads(raw)
     except orjson.JSONDecodeError:
         payload = raw.decode("utf-8", "replace")
-    message = _truncate(error_message(payload)) or "(empty body)"
+    message = truncate(redact(error_message(payload))) or "(empty body)"
     text = f"HTTP {status}: {message}"
     if status in _RETRYABLE_STATUS or status >= 500:
         return RetryableError(
             text, kind=f"http_{status}", status=status, retry_after=parse_retry_after(retry_after)
         )
-    return ResponseError(text, kind=_error_kind(payload, message, f"http_{status}"), status=status)
+    return ResponseError(text, kind=error_kind(payload, message, f"http_{status}"), status=status)

@@ -1,43 +1,55 @@
-"""OpenAI chat-completions: request building and response parsing (pure) + the aiohttp sender.
+"""OpenAI chat-completions: request building (pure) + the aiohttp sender.
 
-The pure half (:func:`wire_messages`, :func:`build_body`, :func:`request_hash`,
-:func:`parse_completion`) knows the wire format and nothing about I/O. :class:`ChatClient`
-owns one pooled keep-alive session, the timeout and the retry policy, and maps every
-failure onto the exception tree::
+The pure half (:func:`wire_messages`, :func:`build_body`, :func:`request_hash`) knows the
+wire format and nothing about I/O; a reply body is read by ``client/reply.py``.
+:class:`ChatClient` owns one pooled keep-alive session, the timeout, the retry policy and
+the reply bounds (``client/limits.py``), and maps every failure onto the exception tree::
 
-    HTTP 429 / 408 / 5xx, timeout, connection error, malformed JSON -> RetryableError
-    other 4xx, a body without choices, an empty content-filtered reply -> ResponseError
-    a medium that cannot be read (raised before sending)             -> MediaError
+    HTTP 429 / 408 / 5xx, timeout, connection error, malformed 200 body  -> RetryableError
+    other 4xx, a redirect (3xx), a reply over max_response_bytes,
+    a body without choices that says why, an empty content-filtered reply -> ResponseError
+    a medium that cannot be read (raised before sending)                 -> MediaError
 
 ``ResponseError.kind`` is ``context_length`` / ``content_filter`` when the server says so,
-else ``http_<status>``. The API key goes into the ``Authorization`` header and nowhere else:
-not into messages, logs or ``repr``.
+``redirect``, ``response_too_large``, else ``http_<status>``; a malformed reply is
+``malformed_response``.
+
+Credentials: the API key goes into the ``Authorization`` header (``Bearer``) and nowhere
+else. User-info in the URL (``http://user:password@host/v1``) is sent as HTTP Basic auth,
+as curl does, and never kept in the URL the client shows; giving both is a ConfigError.
+Every text that comes from the endpoint (error messages, completion text, reasoning, model
+name) passes the client's :class:`~groundscope.redaction.Redactor` before anyone sees it,
+so a server echoing a credential back, in whatever recognisable form, leaks nothing.
+
+Redirects are never followed: a POST re-sent elsewhere would carry the whole request
+(media included) to an address nobody configured. A 3xx fails the request as ``redirect``,
+naming where it pointed, and is logged once per client.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import dataclasses
 import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import aiohttp
 import orjson
 from pydantic import SecretStr
 
 from groundscope import media
-from groundscope.client.http_errors import (
-    _error_kind,
-    _truncate,
-    error_message,
-    http_error,
-)
+from groundscope.client.http_errors import http_error, truncate
+from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES, ERROR_BODY_BYTES, HEADER_LIMITS, read_body
+from groundscope.client.reply import parse_completion
 from groundscope.client.retry import OnRetry, RetryPolicy, call_with_retry
 from groundscope.errors import ConfigError, ResponseError, RetryableError
-from groundscope.types import Completion, MediaPart, Message, TextPart, Usage
+from groundscope.redaction import Redactor, redact_url, url_credentials, url_secrets
+from groundscope.types import Completion, MediaPart, Message, TextPart
 
 log = logging.getLogger(__name__)
 
@@ -120,80 +132,42 @@ def request_hash(
     return hashlib.sha256(raw).hexdigest()
 
 
-# ---------------------------------------------------------------- pure: response parsing
-
-
-def _content_text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = []
-        for part in content:
-            if isinstance(part, str):
-                texts.append(part)
-            elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
-                texts.append(part["text"])
-        return "".join(texts)
-    return str(content)
-
-
-def _usage(raw: Any) -> Usage:
-    if not isinstance(raw, Mapping):
-        return Usage()
-    prompt = int(raw.get("prompt_tokens") or 0)
-    completion = int(raw.get("completion_tokens") or 0)
-    total = int(raw.get("total_tokens") or prompt + completion)
-    return Usage(prompt, completion, total)
-
-
-def parse_completion(payload: Any) -> Completion:
-    """A ``Completion`` from a chat-completions response body.
-
-    Raises ``ResponseError`` when there is no choice (an ``error`` object's message is
-    quoted), and with kind ``content_filter`` when the reply was filtered to nothing.
-    """
-    choices = payload.get("choices") if isinstance(payload, Mapping) else None
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
-        detail = error_message(payload) if isinstance(payload, Mapping) else ""
-        msg = "response has no choices" + (f": {detail}" if detail else "")
-        raise ResponseError(msg, kind=_error_kind(payload, detail, "no_choices"))
-    choice = choices[0]
-    message = choice.get("message") or {}
-    text = _content_text(message.get("content"))
-    reasoning = message.get("reasoning_content")
-    if reasoning is None:
-        reasoning = message.get("reasoning")
-    finish = choice.get("finish_reason")
-    if finish == "content_filter" and not text:
-        raise ResponseError("the reply was blocked by a content filter", kind="content_filter")
-    return Completion(
-        text=text,
-        model=str(payload.get("model") or ""),
-        finish_reason=finish,
-        usage=_usage(payload.get("usage")),
-        reasoning=reasoning if isinstance(reasoning, str) else None,
-    )
-
-
-# ---------------------------------------------------------------- the sender
+# ---------------------------------------------------------------- the endpoint
 
 
 def normalise_url(api_url: str) -> str:
     """The chat-completions endpoint from a base URL (``.../v1``) or the full endpoint URL.
 
-    A URL without a path gets ``/v1/chat/completions``. Anything but http(s) is a ConfigError.
+    A URL without a path gets ``/v1/chat/completions``; a query string is kept at the end.
+    Anything but http(s) is a ConfigError.
     """
-    url = api_url.strip().rstrip("/")
-    parts = urlsplit(url)
+    parts = urlsplit(api_url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ConfigError(f"api_url must be an http(s) URL (got {parts.scheme or 'no'} scheme)")
-    if url.endswith("/chat/completions"):
-        return url
-    if parts.path in ("", "/"):
-        return url + "/v1/chat/completions"
-    return url + "/chat/completions"
+    path = parts.path.rstrip("/")
+    if not path.endswith("/chat/completions"):
+        path += "/chat/completions" if path else "/v1/chat/completions"
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def endpoint_auth(api_url: str, api_key: SecretStr | str | None) -> tuple[str, str | None]:
+    """``(URL to post to, Authorization header or None)`` for an endpoint.
+
+    The URL is normalised (:func:`normalise_url`) and stripped of user-info, which becomes
+    HTTP Basic auth; the API key becomes ``Bearer`` auth (``EMPTY`` or empty: no header).
+    Both at once is a ConfigError, as is anything :func:`normalise_url` refuses.
+    """
+    url = normalise_url(api_url)
+    key = api_key.get_secret_value() if isinstance(api_key, SecretStr) else api_key or ""
+    creds = url_credentials(url)
+    if creds is None:
+        return url, f"Bearer {key}" if key and key != "EMPTY" else None
+    if key and key != "EMPTY":
+        raise ConfigError("api_url: has credentials (user:password@) and an api_key is set too; "
+                          "give one of them")
+    parts = urlsplit(url)
+    bare = urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, parts.query, ""))
+    return bare, "Basic " + base64.b64encode(":".join(creds).encode()).decode()
 
 
 class ChatClient:
@@ -214,34 +188,38 @@ class ChatClient:
         timeout: float = 300.0,
         retry: RetryPolicy | None = None,
         concurrency: int = 32,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
-        self.api_url = normalise_url(api_url)
-        self.model = model
+        if max_response_bytes < 1:
+            raise ValueError("max_response_bytes must be >= 1")
         self.api_key = api_key if isinstance(api_key, SecretStr | None) else SecretStr(api_key)
+        url, authorization = endpoint_auth(api_url, self.api_key)
+        self.api_url = redact_url(url)  # for display; requests go to the secret-bearing one
+        self._url = SecretStr(url)
+        self._authorization = SecretStr(authorization) if authorization else None
+        self.redactor = Redactor([*url_secrets(api_url),
+                                  self.api_key.get_secret_value() if self.api_key else None])
+        self.model = model
         self.generation_config: Mapping[str, Any] = dict(generation_config or {})
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
         self.concurrency = concurrency
+        self.max_response_bytes = max_response_bytes
         self._session: aiohttp.ClientSession | None = None
         self._slots: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._redirects_logged: set[str] = set()
 
     def __repr__(self) -> str:
         return f"ChatClient(api_url={self.api_url!r}, model={self.model!r})"
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        key = self.api_key.get_secret_value() if self.api_key is not None else ""
-        if key and key != "EMPTY":
-            headers["Authorization"] = f"Bearer {key}"
+        if self._authorization is not None:
+            headers["Authorization"] = self._authorization.get_secret_value()
         return headers
-
-    def _scrub(self, raw: bytes) -> bytes:
-        """An error body with our API key cut out (some servers echo a rejected key)."""
-        key = self.api_key.get_secret_value().encode() if self.api_key is not None else b""
-        return raw.replace(key, b"***") if len(key) >= 4 else raw
 
     def _ensure_session(self) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()
@@ -257,6 +235,7 @@ class ChatClient:
                 timeout=aiohttp.ClientTimeout(total=self.timeout),
                 raise_for_status=False,
                 auto_decompress=True,
+                **HEADER_LIMITS,
             )
             slots = asyncio.Semaphore(self.concurrency)
             self._session, self._slots, self._loop = session, slots, loop
@@ -289,29 +268,53 @@ class ChatClient:
         session, slots = self._ensure_session()
         async with slots:
             try:
-                async with session.post(self.api_url, data=body) as resp:
-                    raw = await resp.read()
+                async with session.post(self._url.get_secret_value(), data=body,
+                                        allow_redirects=False) as resp:
                     status = resp.status
+                    if status == 200:
+                        raw = await read_body(resp, self.max_response_bytes)
+                    else:
+                        raw = await read_body(resp, ERROR_BODY_BYTES, cut=True)
                     retry_after = resp.headers.get("Retry-After")
+                    location = resp.headers.get("Location")
             except TimeoutError:
                 raise RetryableError(
                     f"request timed out after {self.timeout:g}s", kind="timeout"
                 ) from None
+            except aiohttp.ClientResponseError as exc:  # a response head aiohttp refused
+                what = truncate(self.redactor.redact(exc.message))  # (e.g. over HEADER_LIMITS)
+                raise RetryableError(f"malformed response: invalid HTTP response head: {what}",
+                                     kind="malformed_response") from None
             except aiohttp.ClientError as exc:
-                raise RetryableError(
-                    f"connection error: {type(exc).__name__}: {_truncate(str(exc))}",
-                    kind="connection",
-                ) from None
+                what = self.redactor.redact(f"{type(exc).__name__}: {exc}")
+                raise RetryableError(f"connection error: {truncate(what)}",
+                                     kind="connection") from None
+        if 300 <= status < 400:
+            raise self._redirect(status, location)
         if status != 200:
-            raise http_error(status, self._scrub(raw), retry_after)
-        try:
-            payload = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            raise RetryableError(
-                f"malformed JSON in a 200 response ({len(raw)} bytes)",
-                kind="malformed_response", status=status,
-            ) from None
-        return parse_completion(payload)
+            raise http_error(status, raw, retry_after, self.redactor.redact)
+        return self._redacted(parse_completion(raw))
+
+    def _redacted(self, completion: Completion) -> Completion:
+        """The reply with every credential the endpoint may have echoed hidden."""
+        redact = self.redactor.redact
+        return dataclasses.replace(
+            completion, text=redact(completion.text), model=redact(completion.model),
+            reasoning=self.redactor.redact_optional(completion.reasoning),
+            finish_reason=self.redactor.redact_optional(completion.finish_reason),
+        )
+
+    def _redirect(self, status: int, location: str | None) -> ResponseError:
+        """A 3xx: never followed (the body would be re-sent); logged once per target."""
+        target = redact_url(urljoin(self.api_url, location)) if location else "(no Location)"
+        target = truncate(self.redactor.redact(target))
+        if target not in self._redirects_logged:
+            self._redirects_logged.add(target)
+            log.warning("%s answered HTTP %d redirecting to %s: not followed (the request, media "
+                        "included, would be re-sent there); set the URL to the final address",
+                        self.api_url, status, target)
+        return ResponseError(f"HTTP {status}: redirect to {target} not followed",
+                             kind="redirect", status=status)
 
     async def aclose(self) -> None:
         """Close the pooled session (idempotent)."""

@@ -21,7 +21,7 @@ import os
 import re
 from pathlib import Path
 from typing import Literal
-from urllib.parse import parse_qsl, unquote_to_bytes, urlsplit, urlunsplit
+from urllib.parse import unquote_to_bytes
 
 from groundscope.errors import MediaError
 from groundscope.media.digest import content_id
@@ -36,6 +36,7 @@ from groundscope.media.formats import (
     sniff_mime,
 )
 from groundscope.media.roots import confine, open_confined
+from groundscope.redaction import redact_url
 from groundscope.types import MediaRef, Modality
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -45,9 +46,6 @@ SourceKind = Literal["bytes", "data", "url", "base64", "path"]
 
 
 _B64_RE = re.compile(r"[A-Za-z0-9+/\s]+={0,2}\s*")
-
-
-_SECRET_KEY_RE = re.compile(r"sig|token|key|secret|pass|auth|credential", re.IGNORECASE)
 
 
 def _classify(source: str | bytes) -> SourceKind:
@@ -258,7 +256,7 @@ def describe(ref: MediaRef) -> str:
     if kind == "path":
         return str(ref.source)
     if kind == "url":
-        return _redact_url(str(ref.source))
+        return redact_url(str(ref.source))
     declared: str | None = None
     try:
         if kind == "data":
@@ -272,15 +270,3 @@ def describe(ref: MediaRef) -> str:
     mime = declared or sniff_mime(data) or _FORMAT_MIME.get(_norm_format(ref.format, ref.kind) or "")
     digest = hashlib.sha256(data).hexdigest()[:16]
     return f"{ref.kind}:sha256:{digest}" + (f" ({mime})" if mime else "")
-
-
-def _redact_url(url: str) -> str:
-    parts = urlsplit(url)
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    query = parts.query
-    pairs = parse_qsl(query, keep_blank_values=True)
-    if any(_SECRET_KEY_RE.search(k) for k, _ in pairs):
-        query = "&".join(f"{k}=REDACTED" if _SECRET_KEY_RE.search(k) else f"{k}={v}" for k, v in pairs)
-    if netloc == parts.netloc and query == parts.query:
-        return url
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

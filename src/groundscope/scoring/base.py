@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES
 from groundscope.errors import GroundscopeError
 from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
 
@@ -35,7 +36,7 @@ class ScoringContext:
     run's judge config; ``mock_url`` is the URL of the offline simulator that serves
     ``api_url: "mock"`` judges, handed over by whoever started it (the runner in
     ``eval_type=mock``, ``groundscope score``); ``timeout`` / ``max_retries`` apply to each
-    judge request (transport retries).
+    judge request (transport retries); ``max_response_bytes`` caps each judge reply's size.
     Resources a scorer opens (HTTP clients, cache files) are registered with
     ``on_close`` and released by ``aclose()`` at the end of the run; objects several scorers
     share (the judge panel, a response cache) are made once by ``shared(key, factory)``.
@@ -48,6 +49,7 @@ class ScoringContext:
     mock_url: str | None = None
     timeout: float = 300.0
     max_retries: int = 5
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _shared: dict[str, Any] = field(default_factory=dict)
 
@@ -76,18 +78,18 @@ class Scorer(Protocol):
 
 
 async def score_safely(scorer: Scorer, sample: Sample, prediction: Prediction,
-                       scrub: Callable[[str], str] = str) -> Score:
+                       redact: Callable[[str], str] = str) -> Score:
     """``scorer.score(...)``, with a scorer that crashes (a bug, a reply no contract
     foresaw) recorded as an ``ERROR`` score naming the exception, never a traceback that
     ends the run. ``GroundscopeError`` (bad config, a run directory that cannot be written)
-    still ends it. ``scrub`` removes secrets from the saved error text. Used by ``eval``
+    still ends it. ``redact`` removes secrets from the saved error text. Used by ``eval``
     and ``groundscope score`` alike."""
     try:
         return await scorer.score(sample, prediction)
     except GroundscopeError:
         raise
     except Exception as exc:
-        error = scrub(f"{type(exc).__name__}: {exc}")
+        error = redact(f"{type(exc).__name__}: {exc}")
         log.error("%s: scorer %s failed: %s", sample.origin, scorer.name, error)
         return Score(sample.id, scorer.name, ScoreStatus.ERROR, detail={"error": error},
                      repeat=prediction.repeat)

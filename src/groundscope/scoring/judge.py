@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import orjson
 
 from groundscope.errors import ConfigError, GroundscopeError, MediaError, ModelError, ResponseError
+from groundscope.redaction import Redactor
 from groundscope.scoring.agreement import human_label
 from groundscope.scoring.json_reply import ReplyError
 from groundscope.scoring.judge_prompt import judge_messages, parse_verdict, repair_messages
@@ -147,8 +148,7 @@ class JudgePanel:
         self._clients: dict[int, ChatClient] = {}
         self._connecting = asyncio.Lock()
         self._broken: dict[int, str] = {}
-        self._secrets = [k for m in cfg.models if m.api_key is not None
-                         and (k := m.api_key.get_secret_value()) and k != "EMPTY"]
+        self._redactor = Redactor(s for m in cfg.all_models() for s in m.secrets())
 
     @property
     def requests(self) -> int:
@@ -192,12 +192,12 @@ class JudgePanel:
             except MediaError as exc:
                 return Reply(judge, None, attempt, f"media: {exc}")
             except ModelError as exc:
-                error = self._scrub(f"{exc.kind}: {exc}")
+                error = self._redactor.redact(f"{exc.kind}: {exc}")
                 if isinstance(exc, ResponseError) and exc.status in _FATAL_STATUS:
                     self._mark_broken(i, error)
                 return Reply(judge, None, attempt, error)
             except GroundscopeError as exc:  # e.g. the client could not be built
-                self._mark_broken(i, self._scrub(str(exc)))
+                self._mark_broken(i, self._redactor.redact(str(exc)))
                 return Reply(judge, None, attempt, self._broken[i])
             try:
                 return Reply(judge, parse(completion.text), attempt)
@@ -215,12 +215,6 @@ class JudgePanel:
             self._broken[i] = f"judge unavailable: {error}"
             log.error("judge %s: %s; its votes are judge_failed for the rest of the run",
                       self.ids[i], error)
-
-    def _scrub(self, text: str) -> str:
-        """An error text with any judge API key an endpoint echoed replaced by ``***``."""
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
 
     def _chat(self, i: int, purpose: str, overrides: Mapping[str, Any]) -> CachedChat:
         key = (i, purpose, orjson.dumps(overrides, option=orjson.OPT_SORT_KEYS).decode())
@@ -254,7 +248,8 @@ class JudgePanel:
         return ChatClient(url, model.model_id, api_key=model.api_key,
                           generation_config=model.generation_config, timeout=self.ctx.timeout,
                           retry=RetryPolicy(max_retries=self.ctx.max_retries),
-                          concurrency=self.ctx.judge_concurrency)
+                          concurrency=self.ctx.judge_concurrency,
+                          max_response_bytes=self.ctx.max_response_bytes)
 
 
 def mock_judged(judge: JudgeConfig | None) -> bool:

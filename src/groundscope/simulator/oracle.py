@@ -10,11 +10,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import orjson
 
 from groundscope import media
 from groundscope.errors import MediaError
+from groundscope.simulator.faults import MALFORMED_BODIES
 from groundscope.simulator.wire import Behaviour, Responder, SimReply, SimRequest, bytes_id
 from groundscope.types import AnswerKind, MediaRef, Sample, TextPart
 
@@ -47,7 +49,10 @@ class SimBehaviour:
     ``max_faults_per_key`` caps the injected failures per request key: with
     ``rate_500=1.0, max_faults_per_key=2`` every request succeeds on its third attempt.
     ``max_context_tokens`` makes prompts that are too long fail with a 400
-    ``context_length_exceeded`` error, like a real endpoint.
+    ``context_length_exceeded`` error, like a real endpoint. The hostile knobs
+    (``malformed_body``, ``reply_bytes``, ``reply_gzip``, ``reply_chunked``,
+    ``declared_length``, ``header_bytes``, ``redirect_to``, ``echo_key``) are described in
+    ``faults.py``.
     """
 
     accuracy: float = 1.0
@@ -63,6 +68,14 @@ class SimBehaviour:
     rate_disconnect: float = 0.0
     max_faults_per_key: int | None = None
     max_context_tokens: int | None = None
+    malformed_body: str = "truncated"
+    reply_bytes: int = 0
+    reply_gzip: bool = False
+    reply_chunked: bool = False
+    declared_length: int | None = None
+    header_bytes: int = 0
+    redirect_to: str | None = None
+    echo_key: Literal["error", "reply"] | None = None
 
     def __post_init__(self) -> None:
         rates = self._rates()
@@ -70,6 +83,15 @@ class SimBehaviour:
             raise ValueError("accuracy and failure rates must be in [0, 1]")
         if sum(r for _, r in rates) > 1.0 + 1e-9:
             raise ValueError("failure rates must sum to at most 1")
+        if self.malformed_body != "each" and self.malformed_body not in MALFORMED_BODIES:
+            raise ValueError(f"malformed_body must be 'each' or one of {', '.join(MALFORMED_BODIES)}")
+        if self.echo_key not in (None, "error", "reply"):
+            raise ValueError("echo_key must be 'error' or 'reply'")
+
+    @property
+    def streams_reply(self) -> bool:
+        """Whether answers are streamed by ``faults.stream_reply``."""
+        return self.reply_bytes > 0 or self.reply_gzip or self.reply_chunked
 
     def _rates(self) -> tuple[tuple[str, float], ...]:
         return (

@@ -2,7 +2,9 @@
 
 It answers ``POST /v1/chat/completions`` from the dataset's own references with a set
 accuracy (a *noisy oracle*, ``oracle.py``), and injects failures (429 with
-Retry-After, 500, hangs, malformed JSON, dropped connections). Every decision is a hash of
+Retry-After, 500, hangs, malformed JSON, dropped connections) and, on request, hostile
+replies (broken 200 bodies, huge / gzip-bombed / endless replies, redirects, echoed keys:
+``faults.py``). Every decision is a hash of
 ``(seed, key, attempt)``, where ``key`` identifies the request's content and ``attempt``
 counts how often that key was asked, so retries eventually succeed and a run is
 reproducible.
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
+from groundscope.simulator.faults import MALFORMED_BODIES, echo_into, hostile_reply, malformed_kind
 from groundscope.simulator.grounding import sim_responders
 from groundscope.simulator.oracle import (
     DISTRACTOR,
@@ -187,6 +190,9 @@ class SimulatorServer:
         delay = self.behaviour.latency_s(key, attempt) - (time.monotonic() - started)
         if delay > 0:
             await asyncio.sleep(delay)
+        hostile = await hostile_reply(request, self.behaviour, info, self._record)
+        if hostile is not None:
+            return hostile
         fault = self.behaviour.fault(key, attempt)
         if fault is not None and fault != "timeout":
             return self._inject(request, fault, info)
@@ -208,7 +214,10 @@ class SimulatorServer:
                           "messages")
         reply = next(r for r in (f(req) for f in self.responders) if r is not None)
         self._record(request, 200, fault=fault, **info)
-        return json_response(completion_body(req, reply, tokens))
+        data = completion_body(req, reply, tokens)
+        if self.behaviour.echo_key == "reply":
+            echo_into(data, request.headers.get("Authorization"))
+        return json_response(data)
 
     async def _hang(self, request: web.Request, info: dict[str, Any]) -> bool:
         """Hold the response for ``hang_s``; False if the server is stopping meanwhile.
@@ -238,9 +247,11 @@ class SimulatorServer:
             return error_response(500, "The server had an error processing your request (simulated).",
                           "server_error")
         if fault == "malformed":
-            self._record(request, 200, fault=fault, **info)
-            return web.Response(body=b'{"id": "chatcmpl-broken", "choices": [{"index": 0, "mes',
-                                content_type="application/json")
+            with self._lock:
+                kind = malformed_kind(self.behaviour.malformed_body, self._counts["malformed"])
+                self._counts["malformed"] += 1
+            self._record(request, 200, fault=fault, malformed=kind, **info)
+            return web.Response(body=MALFORMED_BODIES[kind], content_type="application/json")
         self._record(request, 0, fault=fault, **info)  # disconnect
         if request.transport is not None:
             request.transport.abort()

@@ -1,0 +1,134 @@
+"""A chat-completions reply body -> :class:`~groundscope.types.Completion` (pure).
+
+The reply is validated by a pydantic model of what the API promises, lax where the API is
+lax: unknown fields are ignored; ``model``, ``finish_reason``, ``usage`` and each usage field
+may be missing or null; ``content`` is a string, null, or a list of parts (strings, or
+objects whose ``text``, when present, is a string; other parts such as images are skipped);
+``reasoning_content`` / ``reasoning`` are used when they are strings. Anything else (not
+JSON, NaN where a value is read, JSON nested deeper than the parser's limit, not an object,
+``choices`` missing, empty or not a list, a message that is not an object, content of
+another type, a usage count that is not a non-negative integer below 2**31, a
+``finish_reason`` that is not a string) is a :class:`~groundscope.errors.RetryableError`
+of kind ``malformed_response``: the sample fails (after the usual retries), the run goes on.
+
+A 200 body without choices that carries an error message (``{"error": {...}}``) is the
+server's refusal: a ``ResponseError`` (kind ``context_length`` / ``content_filter`` when it
+says so, else ``no_choices``). An empty reply cut by a content filter is a ``ResponseError``
+of kind ``content_filter``.
+
+>>> parse_completion(b'{"choices": [{"message": {"content": "Paris"}}]}').text
+'Paris'
+>>> parse_completion(b'{"choices": [{"message": "hi"}]}')
+Traceback (most recent call last):
+...
+groundscope.errors.RetryableError: malformed response: choices.0.message: Input should be an object
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+
+from groundscope.client.http_errors import error_kind, error_message, truncate
+from groundscope.errors import ResponseError, RetryableError
+from groundscope.types import Completion, Usage
+
+MAX_TOKEN_COUNT = 2**31 - 1
+TokenCount = Annotated[StrictInt, Field(ge=0, le=MAX_TOKEN_COUNT)]
+
+
+class _Lax(BaseModel):
+    """Unknown fields ignored; the fields we read have the types the API promises."""
+
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+
+
+class ReplyPart(_Lax):
+    type: StrictStr | None = None
+    text: StrictStr | None = None
+
+
+class ReplyMessage(_Lax):
+    content: StrictStr | list[StrictStr | ReplyPart] | None = None
+    reasoning_content: Any = None
+    reasoning: Any = None
+
+    def text(self) -> str:
+        content = self.content
+        if content is None or isinstance(content, str):
+            return content or ""
+        return "".join(p if isinstance(p, str) else p.text or "" for p in content)
+
+    def reasoning_text(self) -> str | None:
+        value = self.reasoning_content if self.reasoning_content is not None else self.reasoning
+        return value if isinstance(value, str) else None
+
+
+class ReplyChoice(_Lax):
+    message: ReplyMessage
+    finish_reason: StrictStr | None = None
+
+
+class ReplyUsage(_Lax):
+    prompt_tokens: TokenCount | None = None
+    completion_tokens: TokenCount | None = None
+    total_tokens: TokenCount | None = None
+
+    def usage(self) -> Usage:
+        prompt, completion = self.prompt_tokens or 0, self.completion_tokens or 0
+        total = self.total_tokens if self.total_tokens is not None else prompt + completion
+        return Usage(prompt, completion, total)
+
+
+class ChatReply(_Lax):
+    """The part of a chat-completions reply groundscope reads."""
+
+    model: StrictStr | None = None
+    choices: list[ReplyChoice] | None = None
+    usage: ReplyUsage | None = None
+
+
+def _malformed(err: ValidationError) -> RetryableError:
+    first = err.errors(include_input=False, include_url=False)[0]
+    where = ".".join(str(p) for p in first["loc"])
+    more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    detail = f"{where}: {first['msg']}" if where else first["msg"]
+    return RetryableError(f"malformed response: {truncate(detail)}{more}",
+                          kind="malformed_response", status=200)
+
+
+def _no_choices(raw: bytes) -> ResponseError | RetryableError:
+    try:
+        payload: Any = orjson.loads(raw)
+    except orjson.JSONDecodeError:  # e.g. a NaN in a field the model above ignored
+        payload = None
+    detail = error_message(payload) if isinstance(payload, dict) else ""
+    if not detail:
+        return RetryableError("malformed response: no choices", kind="malformed_response",
+                              status=200)
+    return ResponseError(f"response has no choices: {truncate(detail)}",
+                         kind=error_kind(payload, detail, "no_choices"), status=200)
+
+
+def parse_completion(raw: bytes) -> Completion:
+    """The ``Completion`` of a 200 reply body (raises as the module docstring says)."""
+    try:
+        reply = ChatReply.model_validate_json(raw)
+    except ValidationError as err:
+        raise _malformed(err) from None
+    if not reply.choices:
+        raise _no_choices(raw)
+    choice = reply.choices[0]
+    text = choice.message.text()
+    if choice.finish_reason == "content_filter" and not text:
+        raise ResponseError("the reply was blocked by a content filter", kind="content_filter",
+                            status=200)
+    return Completion(
+        text=text,
+        model=reply.model or "",
+        finish_reason=choice.finish_reason,
+        usage=reply.usage.usage() if reply.usage is not None else Usage(),
+        reasoning=choice.message.reasoning_text(),
+    )
