@@ -14,9 +14,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from groundscope.config import TaskConfig, load_config
+from groundscope.configfile import read_run_config
 from groundscope.errors import StoreError
 from groundscope.metrics import MetricAccumulator, category_of
 from groundscope.report.grounding import add_grounding_stats
@@ -46,7 +45,7 @@ def load_run_config(run_dir: Path, judge: Mapping[str, Any] | None = None) -> Ta
     path = run_dir / "config.json"
     if not path.is_file():
         raise StoreError(f"{run_dir}: not a groundscope run directory (no config.json)")
-    data = orjson.loads(path.read_bytes())
+    data = read_run_config(path)
     data.pop("schema_version", None)
     data["api_key"] = None  # the evaluated model is never called again
     if judge is not None:

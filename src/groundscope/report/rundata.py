@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from groundscope.configfile import read_run_config
 from groundscope.errors import StoreError
 from groundscope.report.model import DatasetReport
 from groundscope.store import read_jsonl, safe_name
@@ -144,7 +143,7 @@ def load_run(run_dir: str | Path) -> RunData:
     config_path = root / "config.json"
     if not config_path.is_file():
         raise StoreError(f"{root}: not a groundscope run directory (no config.json)")
-    config = orjson.loads(config_path.read_bytes())
+    config = read_run_config(config_path)
     model = str(config.get("model_id") or config.get("model") or "model")
     model_dir = safe_name(model)
     if not (root / "predictions" / model_dir).is_dir():
