@@ -36,6 +36,8 @@ class FormatContext:
     missing medium of one file is logged once; it takes no part in equality.
     ``human_label_field`` is the record column holding a human correct/incorrect label
     (``judge.human_label_field``); formats keep it as ``metadata["human_label"]``.
+    ``max_media`` (``TaskConfig.max_media_per_record``): a record supplying more media is
+    bad, found before any of them is looked at.
     """
 
     dataset: str
@@ -46,6 +48,7 @@ class FormatContext:
     shuffle_choices: bool = False
     seed: int | None = None
     human_label_field: str = "human_label"
+    max_media: int = 64
     warned: set[tuple[str, str]] = field(default_factory=set, compare=False, repr=False)
 
 

@@ -22,6 +22,7 @@ import orjson
 
 from groundscope.metrics import OVERALL
 from groundscope.report.embed import DEFAULT_BUDGET, MediaTable
+from groundscope.report.grounding import cut_notes
 from groundscope.report.model import DatasetReport
 from groundscope.report.page import asset, render_page, table
 from groundscope.report.plots import Bar, bar_chart, histogram
@@ -92,6 +93,11 @@ def _summary_section(run: RunData) -> str:
         if s.errors_by_kind:
             rows = sorted(s.errors_by_kind.items(), key=lambda kv: -kv[1])
             out.append(table(["Error kind", "Samples"], [list(r) for r in rows], numeric={1}))
+        notes = cut_notes(rep.extra)
+        if notes:
+            items = "".join(f"<li>{escape(n)}</li>" for n in notes)
+            out.append(f'<div class="gs-note gs-bounded"><b>Bounded judge work</b> (see '
+                       f"<code>judge.grounding</code>): <ul>{items}</ul></div>")
         if rep.extra:
             out.append(f"<details><summary>More statistics ({escape(', '.join(rep.extra))})"
                        f'</summary><div class="gs-detail">{_value_html(rep.extra)}</div></details>')

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from groundscope.report.grounding import cut_notes
 from groundscope.report.model import DatasetReport
 
 _ROUGE_STAT = {"r": "Recall", "p": "Precision", "f": "F1"}
@@ -85,5 +86,6 @@ def render_summary(reports: Sequence[DatasetReport]) -> str:
         if excluded:
             worst = max(excluded.values())
             parts.append(f"up to {worst} sample(s) excluded from a metric (no reference / failed)")
+        parts += [f"bounded: {note}" for note in cut_notes(rep.extra)]
         lines.append(f"{rep.pretty_name}: " + ", ".join(parts))
     return "\n".join(lines)
