@@ -12,7 +12,8 @@ It also shows the fan-out bounds in force (``bounds``: ``max_claims``, ``max_cla
 ``max_elements``, ``max_group_size``, ``max_reply_chars``, ``max_retries``) and everything
 they cut (``cut``: claims not verified because an answer had too many or they were too long,
 records with too many elements, group members and references left out), never silently:
-:func:`cut_notes` words the non-zero ones for the terminal summary and the HTML page.
+:func:`report.table.cut_notes` words the non-zero ones for the terminal summary and the
+HTML page.
 """
 
 from __future__ import annotations
@@ -125,35 +126,6 @@ def with_grounding_stats(rep: DatasetReport, judge: JudgeConfig | None,
              "models": judge_ids(grounding_models(judge)), "bounds": bounds,
              "subsets": subsets, "overall": _block(total)}
     return rep.model_copy(update={"extra": {**rep.extra, "grounding": extra}})
-
-
-def cut_notes(extra: Mapping[str, Any]) -> list[str]:
-    """What the fan-out bounds cut, from a dataset report's ``extra``: one phrase each
-    (empty when nothing was cut).
-
-    >>> extra = {"grounding": {"bounds": {"max_claims": 32, "max_claim_chars": 500},
-    ...     "overall": {"cut": {"answers_with_claims_cut": 1, "claims_over_max_claims": 4968}}}}
-    >>> cut_notes(extra)
-    ['claims not verified in 1 answer(s): 4968 over max_claims (32)']
-    """
-    block = extra.get("grounding") or {}
-    cut = (block.get("overall") or {}).get("cut") or {}
-    b = block.get("bounds") or {}
-    claims = [f"{cut[key]} {text}" for key, text in (
-        ("claims_over_max_claims", f"over max_claims ({b.get('max_claims')})"),
-        ("claims_over_max_claim_chars", f"longer than max_claim_chars ({b.get('max_claim_chars')})"),
-    ) if cut.get(key)]
-    notes = []
-    if claims:
-        answers = cut.get("answers_with_claims_cut", 0)
-        notes.append(f"claims not verified in {answers} answer(s): {', '.join(claims)}")
-    if cut.get("records_over_max_elements"):
-        notes.append(f"{cut['records_over_max_elements']} record(s) over max_elements "
-                     f"({b.get('max_elements')}) not scored for completeness")
-    if cut.get("group_members_over_max_group_size"):
-        notes.append(f"{cut['group_members_over_max_group_size']} paraphrase group member(s) "
-                     f"over max_group_size ({b.get('max_group_size')}) left out of consistency")
-    return notes
 
 
 def add_grounding_stats(rep: DatasetReport, judge: JudgeConfig | None,

@@ -22,13 +22,12 @@ import orjson
 
 from groundscope.metrics import OVERALL
 from groundscope.report.embed import DEFAULT_BUDGET, MediaTable
-from groundscope.report.grounding import cut_notes
 from groundscope.report.model import DatasetReport
 from groundscope.report.page import asset, render_page, table
 from groundscope.report.plots import Bar, bar_chart, histogram
 from groundscope.report.rundata import PASS_THRESHOLD, RunData, load_run
 from groundscope.report.samples import collect
-from groundscope.report.table import format_score, metric_label
+from groundscope.report.table import cut_notes, format_score, metric_label
 
 log = logging.getLogger("groundscope")
 _SKIPPED_SHOWN = 500
