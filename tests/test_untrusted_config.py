@@ -398,6 +398,17 @@ def test_a_paraphrase_group_is_scored_on_its_first_members(fanout, tmp_path) -> 
     assert "44 paraphrase group member(s) over max_group_size (16)" in render_summary([rep])
 
 
+def test_references_compared_per_answer_are_bounded(fanout, tmp_path) -> None:
+    rep, reviews, calls = _fanout_run(fanout, tmp_path, "references", "consistency")
+    # 1 answer pair, then each of the 2 answers against its first 16 of 20 references
+    assert calls == {EQUIVALENCE_MARKER: 1 + 2 * 16}  # before: 1 + 2 * 20
+    group = reviews["group:referenced"]
+    assert group["values"]["consistent_correct"] == 0.0
+    assert group["detail"]["references_over_limit"] == 2 * 4
+    assert rep.extra["grounding"]["overall"]["cut"]["references_over_max_references"] == 8
+    assert "8 reference(s) over 16 per answer not compared" in render_summary([rep])
+
+
 # ------------------------------------------------------------------ item 13: sibling fan-outs
 
 

@@ -34,7 +34,8 @@ _KEYS = frozenset({"grounding", "grounding_claims", "hallucination", "hallucinat
                    "completeness", "consistency", "consistent_correct"})
 
 
-_CUT_KEYS = ("claims_over_limit", "claims_too_long", "members_over_limit")
+_CUT_KEYS = ("claims_over_limit", "claims_too_long", "members_over_limit",
+             "references_over_limit")
 
 
 def _count(c: Counter[str], score: Score) -> None:
@@ -94,7 +95,8 @@ def _block(c: Counter[str]) -> dict[str, Any]:
                 "claims_over_max_claims": c["claims_over_limit"],
                 "claims_over_max_claim_chars": c["claims_too_long"],
                 "records_over_max_elements": c["records_over_elements"],
-                "group_members_over_max_group_size": c["members_over_limit"]},
+                "group_members_over_max_group_size": c["members_over_limit"],
+                "references_over_max_references": c["references_over_limit"]},
     }
 
 

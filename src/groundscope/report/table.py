@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from groundscope.bounds import MAX_REFERENCES
 from groundscope.report.model import DatasetReport
 
 _ROUGE_STAT = {"r": "Recall", "p": "Precision", "f": "F1"}
@@ -96,6 +97,9 @@ def cut_notes(extra: Mapping[str, Any]) -> list[str]:
     if cut.get("group_members_over_max_group_size"):
         notes.append(f"{cut['group_members_over_max_group_size']} paraphrase group member(s) "
                      f"over max_group_size ({b.get('max_group_size')}) left out of consistency")
+    if cut.get("references_over_max_references"):
+        notes.append(f"{cut['references_over_max_references']} reference(s) over "
+                     f"{MAX_REFERENCES} per answer not compared for consistency")
     return notes
 
 

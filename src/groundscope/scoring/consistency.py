@@ -154,6 +154,9 @@ class ConsistencyScorer:
             "unanswered": sorted(m.sample_id for m in rows if m.status is not ScoreStatus.OK)}
         if over > 0:
             detail["members_over_limit"] = over
+        refs_over = sum(int(m.detail.get("references_over_limit", 0)) for m in answered)
+        if refs_over:
+            detail["references_over_limit"] = refs_over
         sid = f"group:{gid}"
         if len(answered) < 2:
             return Score(sid, self.group_name, ScoreStatus.NO_ANSWER, repeat=repeat,

@@ -6,8 +6,8 @@
 - ``fanout/``: a General-VQA dataset and the simulator's ground-truth file (``truth.json``,
   client/sim_grounding.py) planting the judge fan-outs of issue 12 item 13: an answer of
   5,000 claims, an answer with three 2,000-character claims, an answer whose one claim is
-  1 MB, a record of 100 expected elements and a record with 59 paraphrases (60 distinct
-  planted answers).
+  1 MB, a record of 100 expected elements, a record with 59 paraphrases (60 distinct
+  planted answers) and a paraphrased record with 20 reference answers.
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ QUESTIONS = {"many-claims": "Describe the picture in detail.",
              "long-claims": "List what you see.",
              "huge-claim": "Describe everything.",
              "many-elements": "What is in the picture?",
-             "paraphrased": "What does the picture show?"}
+             "paraphrased": "What does the picture show?",
+             "referenced": "Name the animal."}
+REFERENCES = [f"Reference answer {k}." for k in range(20)]
 
 
 def oversize_config(out: Path) -> Path:
@@ -68,6 +70,8 @@ def fanout(out: Path) -> tuple[Path, Path]:
                  [_record("many-claims"), _record("long-claims"), _record("huge-claim")])
     _write_jsonl(data / "completeness.jsonl", [_record("many-elements", elements=ELEMENTS)])
     _write_jsonl(data / "consistency.jsonl", [_record("paraphrased", paraphrases=PARAPHRASES)])
+    _write_jsonl(data / "references.jsonl", [_record("referenced", answer=REFERENCES,
+                                                     paraphrases=["Which animal is it?"])])
     answers = [
         {"question": QUESTIONS["many-claims"], "answer": "A dog, described in detail.",
          "claims": CLAIMS},
@@ -80,6 +84,8 @@ def fanout(out: Path) -> tuple[Path, Path]:
     questions = [QUESTIONS["paraphrased"], *PARAPHRASES]
     answers += [{"question": q, "answer": f"Answer {k}: a dog in shade {k}."}
                 for k, q in enumerate(questions)]
+    answers += [{"question": q, "answer": f"It is animal number {k}."}
+                for k, q in enumerate([QUESTIONS["referenced"], "Which animal is it?"])]
     truth = {"images": {"dog": "fanout/dog.jpg"},
              "facts": {"dog": {"supported": SHORT_CLAIMS}},
              "answers": [{"image": "dog", **a} for a in answers]}
