@@ -87,6 +87,7 @@ FLAGS = [
     ("--retry-base-delay", "inf", "retry_base_delay:", "finite number"),
     ("--max-error-rate", "2", "max_error_rate:", "less than or equal to 1"),
     ("--max-image-pixels", "0", "max_image_pixels:", "greater than or equal to 1"),
+    ("--max-media-per-record", "100000", "max_media_per_record:", "less than or equal to 1024"),
     ("--seed", "1.5", "argument --seed:", "invalid int value"),
     ("--generation-config", "max_tokens=99999999999999999999999", "generation_config:",
      "out of the 64-bit range"),
