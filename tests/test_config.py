@@ -112,7 +112,7 @@ def test_yaml_and_json_files(tmp_path) -> None:
     assert load_config(str(j)).model == "m"
     bad = tmp_path / "bad.yaml"
     bad.write_text("model: [unclosed\n")
-    with pytest.raises(ConfigError, match=r"bad\.yaml: cannot parse config"):
+    with pytest.raises(ConfigError, match=r"bad\.yaml:2: cannot parse config"):
         load_config(bad)
 
 

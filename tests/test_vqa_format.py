@@ -394,13 +394,16 @@ def test_limit_int_per_subset(ds: Path) -> None:
         ("b", "b_test:1"),
         ("b", "b_test:2"),
     ]
-    assert len(list(load_samples("general_vqa", ds, ["a"], limit=0))) == 5  # 0 = no limit, like EvalScope
+    with pytest.raises(ConfigError, match=r"^limit: must be a record count >= 1"):
+        list(load_samples("general_vqa", ds, ["a"], limit=0))  # the one rule (bounds.py)
 
 
 def test_limit_fraction_floors_like_evalscope(ds: Path) -> None:
     write_jsonl(ds / "a.jsonl", records(10))
     assert len(list(load_samples("general_vqa", ds, ["a"], limit=0.25))) == 2
-    assert len(list(load_samples("general_vqa", ds, ["a"], limit=1.0))) == 10
+    assert len(list(load_samples("general_vqa", ds, ["a"], limit=0.01))) == 1  # at least one
+    with pytest.raises(ConfigError, match=r"^limit: 1.0 is ambiguous"):
+        list(load_samples("general_vqa", ds, ["a"], limit=1.0))
 
 
 def test_limit_is_applied_before_any_media_is_looked_at(
@@ -445,7 +448,7 @@ def test_loader_context_and_errors(ds: Path) -> None:
         list(load_samples("general_vqa", ds, ["a"], ctx_kwargs={"colour": "red"}))
     with pytest.raises(ConfigError, match="bad dataset options"):
         list(load_samples("general_vqa", ds, ["a"], ctx_kwargs={"subset": "zzz"}))
-    for limit in (-1, 1.5, 0.0, True, "3"):
+    for limit in (-1, 1.5, 0.0, True, "three", float("nan")):
         with pytest.raises(ConfigError, match="limit"):
             list(load_samples("general_vqa", ds, ["a"], limit=limit))  # type: ignore[arg-type]
     with pytest.raises(DatasetError, match="no file for subset 'zzz'"):

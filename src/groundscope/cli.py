@@ -13,12 +13,27 @@ import ast
 import json
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from groundscope.simulator import SimBehaviour
 
 _S = argparse.SUPPRESS
+_MAX_FLAG_CHARS = 1 << 20  # bounds.MAX_CONFIG_BYTES: a JSON flag is bounded like a config file
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``groundscope: error: argument --x: ...``, exit 2)
+    instead of a usage block; sub-commands inherit it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"groundscope: error: {' '.join(message.split())}\n")
+
+
+def _bounded(text: str) -> str:
+    if len(text) > _MAX_FLAG_CHARS:
+        raise argparse.ArgumentTypeError(f"over {_MAX_FLAG_CHARS} characters (1 MiB); refused")
+    return text.strip()
 
 
 def parse_kv_or_json(text: str) -> dict[str, Any]:
@@ -27,13 +42,9 @@ def parse_kv_or_json(text: str) -> dict[str, Any]:
     >>> parse_kv_or_json('temperature=0.2,max_tokens=64,do_sample=true,stop=END')
     {'temperature': 0.2, 'max_tokens': 64, 'do_sample': True, 'stop': 'END'}
     """
-    text = text.strip()
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        value = None
-    if isinstance(value, dict):
-        return value
+    text = _bounded(text)
+    if text.startswith("{"):
+        return _json_object(text)
     out: dict[str, Any] = {}
     for pair in filter(None, (p.strip() for p in text.split(","))):
         if "=" not in pair:
@@ -41,27 +52,36 @@ def parse_kv_or_json(text: str) -> dict[str, Any]:
         key, raw = (s.strip() for s in pair.split("=", 1))
         try:
             out[key] = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
+        except (ValueError, SyntaxError, RecursionError, MemoryError):
             out[key] = {"true": True, "false": False}.get(raw.lower(), raw)
     return out
 
 
 def _json_object(text: str) -> dict[str, Any]:
+    """A JSON-object flag, parsed within the config bounds (size, values, depth)."""
+    from groundscope.configfile import parse_json_text
+    from groundscope.errors import ConfigError
+
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+        value = parse_json_text(_bounded(text), "value")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("value: ")) from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("expected a JSON object")
     return value
 
 
-def _limit(text: str) -> int | float:
+def _seed(text: str) -> int:
+    """``report --seed`` (no TaskConfig validates it): numpy's range, as ``TaskConfig.seed``."""
+    from groundscope.bounds import MAX_SEED
+
     try:
-        value = float(text)
+        value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    return int(value) if value.is_integer() and value >= 1 else value
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text[:40]!r}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be in 0..{MAX_SEED}, got {text[:40]}")
+    return value
 
 
 def _add_eval_flags(p: argparse.ArgumentParser) -> None:
@@ -74,7 +94,8 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     a("--eval-type", default=_S, help="openai_api (a live endpoint) or mock (built-in offline model)")
     a("--datasets", nargs="+", default=_S, help="dataset names, e.g. general_vqa general_vmcq")
     a("--dataset-args", type=_json_object, default=_S, help="JSON: per-dataset arguments")
-    a("--limit", type=_limit, default=_S, help="first N records per subset, or a fraction in (0,1)")
+    a("--limit", default=_S,  # a string: TaskConfig's validator is the one rule (bounds.py)
+      help="first N records per subset, or a fraction in (0,1)")
     a("--eval-batch-size", "--max-concurrency", dest="eval_batch_size", type=int, default=_S,
       help="requests in flight at once (default 8)")
     a("--generation-config", type=parse_kv_or_json, default=_S,
@@ -107,6 +128,8 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     a("--media-root", dest="media_roots", metavar="DIR", action="append", default=_S,
       help="also read local media under DIR (repeatable; by default only the dataset's folder "
            "and the working directory)")
+    a("--max-media-per-record", type=int, default=_S,
+      help="a record with more media is a bad record, before any is read (default 64)")
     a("--judge-concurrency", type=int, default=_S, help="judge requests in flight at once")
     a("--max-response-bytes", type=int, default=_S,
       help="a reply (model or judge) whose decoded body is larger fails as response_too_large "
@@ -119,7 +142,7 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="groundscope",
         description="Evaluate multimodal models served over OpenAI-compatible chat APIs.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
@@ -134,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     report.add_argument("--out", metavar="FILE", default="comparison.html",
                         help="with several run directories: the comparison page (./comparison.html)")
-    report.add_argument("--seed", type=int, default=0, help="seed of the paired permutation test")
+    report.add_argument("--seed", type=_seed, default=0,
+                        help="seed of the paired permutation test (0..2**32-1)")
     sim = sub.add_parser("simulate", help="serve the offline model simulator on loopback")
     sim.add_argument("--host", default="127.0.0.1")
     sim.add_argument("--port", type=int, default=8000)
@@ -142,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--dataset-args", type=_json_object, default={})
     sim.add_argument("--accuracy", type=float, default=0.8)
     sim.add_argument("--latency-ms", type=float, default=0.0)
-    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--seed", type=_seed, default=0)
     sim.add_argument("--judge-noise", type=float, default=0.0,
                      help="share of flipped verdicts when answering LLM-judge requests")
     sim.add_argument("--truth", metavar="FILE", default=None,
@@ -178,11 +202,9 @@ def eval_config(ns: argparse.Namespace) -> dict[str, Any]:
     """The config dict of ``groundscope eval``: config file first, flags over it."""
     data: dict[str, Any] = {}
     if ns.config:
-        from pathlib import Path
+        from groundscope.configfile import read_config_file
 
-        from groundscope.config import read_config_file
-
-        data = read_config_file(Path(ns.config))
+        data = read_config_file(ns.config)
     skip = {"command", "config", "no_progress", "version", "sim_accuracy", "sim_latency_ms",
             "dry_run", "stream", "sim_judge_noise"}
     for key, value in vars(ns).items():

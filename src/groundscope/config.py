@@ -9,7 +9,6 @@ error with a did-you-mean. API keys are ``SecretStr``: they print as ``*********
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -19,7 +18,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator
 
 from groundscope import compat
+from groundscope.bounds import MAX_JUDGE_MODELS, MAX_SEED, MAX_SUBSETS, check_limit
 from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES
+from groundscope.configfile import check_json_value, read_config_file
 from groundscope.errors import ConfigError
 from groundscope.media import DEFAULT_MAX_PIXELS
 from groundscope.redaction import redact_url, url_secrets
@@ -28,17 +29,19 @@ _ENV_REF = re.compile(r"^\$(?:\{(\w+)\}|(\w+))$")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    # allow_inf_nan=False: ``timeout: .inf`` or ``--timeout nan`` is an error, not a hang
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True,
+                              allow_inf_nan=False)
 
 
 class DatasetArgs(_Strict):
     """``dataset_args[<name>]``: where a dataset lives and how to turn it into prompts."""
 
     local_path: str | None = None
-    subset_list: list[str] | None = None
+    subset_list: list[str] | None = Field(default=None, max_length=MAX_SUBSETS)
     system_prompt: str | None = None
     prompt_template: str | None = None
-    metric_list: list[str] | None = None
+    metric_list: list[str] | None = Field(default=None, max_length=32)
     shuffle: bool = False
     shuffle_choices: bool = False
     few_shot_num: int = 0
@@ -79,6 +82,11 @@ class JudgeModel(_Strict):
         """Its API key and the credentials its URL carries (for redaction)."""
         return _secrets(self.api_url, self.api_key)
 
+    @field_validator("generation_config")
+    @classmethod
+    def _storable(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return check_json_value(v)
+
 
 GroundingMetric = Literal["grounding", "completeness", "consistency"]
 
@@ -93,15 +101,26 @@ class GroundingConfig(_Strict):
     the strict majority, else ``not_determinable``. ``not_determinable`` says how such a
     claim counts: ``unsupported`` (default, conservative: in the denominator, not
     supported), ``excluded`` (left out of the denominator) or ``supported``.
+
+    Bounds on the judge fan-out (untrusted answers and judge replies; the report shows each
+    and every count it cut): an answer's first ``max_claims`` claims are verified, the rest
+    are counted, not sent; a claim longer than ``max_claim_chars`` is invalid: counted,
+    never sent; a record with more than ``max_elements`` expected elements is not scored
+    for completeness; a paraphrase group is scored on its first ``max_group_size``
+    answered members (by sample id), so it costs at most n(n-1)/2 equivalence requests.
     """
 
     metrics: list[GroundingMetric] = Field(
         default_factory=lambda: ["grounding", "completeness", "consistency"])
-    models: list[JudgeModel] = Field(default_factory=list)
+    models: list[JudgeModel] = Field(default_factory=list, max_length=MAX_JUDGE_MODELS)
     votes: int = Field(default=1, ge=1, le=15)
     vote_temperature: float = Field(default=0.7, ge=0.0, le=2.0)
     not_determinable: Literal["unsupported", "excluded", "supported"] = "unsupported"
-    max_retries: int | None = Field(default=None, ge=0)
+    max_retries: int | None = Field(default=None, ge=0, le=10)
+    max_claims: int = Field(default=32, ge=1, le=1024)
+    max_claim_chars: int = Field(default=500, ge=16, le=100_000)
+    max_elements: int = Field(default=64, ge=1, le=1024)
+    max_group_size: int = Field(default=16, ge=2, le=256)
 
     @field_validator("models", mode="before")
     @classmethod
@@ -110,12 +129,17 @@ class GroundingConfig(_Strict):
 
 
 class JudgeConfig(_Strict):
-    """``judge={...}``: how free-form answers are judged (SPEC section 8)."""
+    """``judge={...}``: how free-form answers are judged (SPEC section 8).
+
+    A judge reply longer than ``max_reply_chars`` is not parsed: it counts as a broken
+    reply (a repair turn, which quotes only its first ``max_reply_chars`` characters).
+    """
 
     strategy: Literal["auto", "rule", "llm", "llm_recall"] = "auto"
-    models: list[JudgeModel] = Field(default_factory=list)
+    models: list[JudgeModel] = Field(default_factory=list, max_length=MAX_JUDGE_MODELS)
     multimodal: bool = False
-    max_retries: int = Field(default=2, ge=0)
+    max_retries: int = Field(default=2, ge=0, le=10)
+    max_reply_chars: int = Field(default=262_144, ge=1024, le=16 << 20)
     human_label_field: str = "human_label"
     grounding: GroundingConfig | None = None
 
@@ -135,14 +159,19 @@ class SimulatorArgs(_Strict):
     """Behaviour of the built-in offline model used by ``eval_type='mock'``."""
 
     accuracy: float = Field(default=0.8, ge=0.0, le=1.0)
-    latency_ms: float = Field(default=0.0, ge=0.0)
-    seed: int = 0
+    latency_ms: float = Field(default=0.0, ge=0.0, le=600_000.0)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     judge_noise: float = Field(default=0.0, ge=0.0, le=1.0)  # share of flipped mock verdicts
     truth: str | None = None  # ground-truth file of the grounding mode (simulator/grounding.py)
 
 
 class TaskConfig(_Strict):
-    """Everything one evaluation run needs. See the README for each field."""
+    """Everything one evaluation run needs. See the README for each field.
+
+    Every number is bounded here, so a value at the edge (``limit: 0``, ``seed: -1``,
+    ``timeout: .inf``, ``repeats: 1e9``) is a one-line error naming the field before any
+    request: ``limit`` follows ``bounds.check_limit``; seeds are numpy's 0..2**32-1.
+    """
 
     # api_key paths given as $NAME / ${NAME} -> that reference (saved instead of ***)
     _env_refs: dict[str, str] = PrivateAttr(default_factory=dict)
@@ -155,14 +184,14 @@ class TaskConfig(_Strict):
     datasets: list[str] = Field(default_factory=list, min_length=1)
     dataset_args: dict[str, DatasetArgs] = Field(default_factory=dict)
     limit: int | float | None = None
-    eval_batch_size: int = Field(default=8, ge=1)
+    eval_batch_size: int = Field(default=8, ge=1, le=4096)
     generation_config: dict[str, Any] = Field(default_factory=dict)
     judge: JudgeConfig | None = None
     work_dir: str = "./outputs"
     no_timestamp: bool = False
     use_cache: str | None = None
-    repeats: int = Field(default=1, ge=1)
-    seed: int = 42
+    repeats: int = Field(default=1, ge=1, le=1000)
+    seed: int = Field(default=42, ge=0, le=MAX_SEED)
     ignore_errors: bool = False
     strict: bool = False
     debug: bool = False
@@ -175,20 +204,27 @@ class TaskConfig(_Strict):
     media_roots: list[str] = Field(default_factory=list)
     max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, ge=1024, le=1024**3)
     judge_concurrency: int | None = Field(default=None, ge=1)
+    timeout: float = Field(default=300.0, gt=0, le=86_400.0)
+    max_retries: int = Field(default=5, ge=0, le=100)
+    retry_base_delay: float = Field(default=0.5, ge=0.0, le=3600.0)
+    retry_max_delay: float = Field(default=30.0, ge=0.0, le=3600.0)
+    max_image_pixels: int = Field(default=DEFAULT_MAX_PIXELS, ge=1, le=2**31 - 1)
+    max_media_per_record: int = Field(default=64, ge=1, le=1024)
+    judge_concurrency: int | None = Field(default=None, ge=1, le=4096)
     max_error_rate: float | None = Field(default=None, ge=0.0, le=1.0)
     simulator: SimulatorArgs = Field(default_factory=SimulatorArgs)
 
-    @field_validator("limit")
+    @field_validator("limit", mode="before")
     @classmethod
-    def _limit(cls, v: int | float | None) -> int | float | None:
-        if v is None:
-            return v
-        if isinstance(v, float) and v.is_integer() and v >= 1:
-            return int(v)
-        if isinstance(v, float) and not 0.0 < v < 1.0:
-            raise ValueError("a fractional limit must be in (0, 1); use an integer for a count")
-        if isinstance(v, int) and v < 0:
-            raise ValueError("limit must be >= 0")
+    def _limit(cls, v: Any) -> int | float | None:
+        return check_limit(v)
+
+    @field_validator("datasets")
+    @classmethod
+    def _once_each(cls, v: list[str]) -> list[str]:
+        twice = sorted({name for name in v if v.count(name) > 1})
+        if twice:
+            raise ValueError(f"{twice[0]!r} is listed more than once")
         return v
 
     @field_validator("media_roots")
@@ -197,6 +233,11 @@ class TaskConfig(_Strict):
         if any(not d.strip() for d in v):
             raise ValueError("an empty directory name")
         return v
+
+    @field_validator("generation_config")
+    @classmethod
+    def _storable(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return check_json_value(v)
 
     @property
     def model_name(self) -> str:
@@ -301,11 +342,18 @@ def _expand_model_keys(block: Mapping[str, Any], where: str, refs: dict[str, str
 
 
 def _format_validation_error(err: ValidationError) -> str:
+    """One line: the first error's field path, its problem and the value given."""
     first = err.errors()[0]
     loc = ".".join(str(p) for p in first["loc"]) or "config"
-    msg = first["msg"].removeprefix("Value error, ")
+    msg = " ".join(first["msg"].removeprefix("Value error, ").split())
+    value = first.get("input")
+    got = ""
+    if first["type"] != "value_error" and isinstance(value, int | float | str) and \
+            not isinstance(value, bool):
+        text = repr(value)
+        got = f" (got {text[:40]}{'...' if len(text) > 40 else ''})"
     more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
-    return f"{loc}: {msg}{more}"
+    return f"{loc}: {msg}{got}{more}"
 
 
 def load_config(source: TaskConfig | Mapping[str, Any] | str | Path) -> TaskConfig:
@@ -317,7 +365,7 @@ def load_config(source: TaskConfig | Mapping[str, Any] | str | Path) -> TaskConf
         _cross_check(source)  # a config built in code gets the same checks as a dict
         return source
     if isinstance(source, str | Path):
-        data = read_config_file(Path(source))
+        data = read_config_file(source)
     elif isinstance(source, Mapping):
         data = dict(source)
     else:
@@ -340,26 +388,6 @@ def load_config(source: TaskConfig | Mapping[str, Any] | str | Path) -> TaskConf
     cfg._env_refs.update(refs)
     _cross_check(cfg)
     return cfg
-
-
-def read_config_file(path: Path) -> dict[str, Any]:
-    """A YAML / JSON config file's mapping, not yet validated (``groundscope eval`` puts its
-    flags over it); a ``ConfigError`` names the file."""
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
-    text = path.read_text(encoding="utf-8")
-    try:
-        if path.suffix.lower() in {".yaml", ".yml"}:
-            import yaml
-
-            data = yaml.safe_load(text)
-        else:
-            data = json.loads(text)
-    except Exception as exc:
-        raise ConfigError(f"{path}: cannot parse config: {exc}".splitlines()[0]) from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a config file must hold a mapping of keys")
-    return data
 
 
 def _cross_check(cfg: TaskConfig) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from groundscope.bounds import MAX_SUBSETS, limit_count
 from groundscope.config import DatasetArgs, TaskConfig
 from groundscope.errors import ConfigError, RecordError
 from groundscope.metrics import MetricAccumulator
@@ -60,6 +61,9 @@ def plan_dataset(cfg: TaskConfig, name: str, ctx: ScoringContext | None = None) 
             "groundscope never downloads datasets"
         )
     subsets = args.subset_list or list_subsets(Path(args.local_path), fmt.split)
+    if len(subsets) > MAX_SUBSETS:
+        raise ConfigError(f"dataset_args.{name}.local_path: {len(subsets)} subset files, over "
+                          f"the limit of {MAX_SUBSETS}; name the ones to run in subset_list")
     for subset in subsets:  # a missing file is an error now, not after half the run
         find_subset_file(Path(args.local_path), subset, fmt.split)
     names = metric_names(fmt.default_metrics, args.metric_list, cfg.judge)
@@ -89,13 +93,20 @@ def run_media_roots(cfg: TaskConfig) -> list[str]:
 def iter_samples(
     cfg: TaskConfig, run: DatasetRun, *, strict: bool
 ) -> Iterator[tuple[str, Sample | RecordError]]:
-    """The dataset's samples (or bad records), subset by subset, limit and shuffle applied."""
+    """The dataset's samples (or bad records), subset by subset, limit and shuffle applied.
+
+    ``limit`` means the same with and without ``shuffle`` (``bounds.limit_count``): a number
+    of *records* (a bad one counts, a record with paraphrases counts once). With
+    ``shuffle`` the records are put in a seeded random order first, then the limit keeps
+    the first of them.
+    """
     from groundscope.dataset import load_samples
 
     args = run.args
     ctx = {"system_prompt": args.system_prompt, "prompt_template": args.prompt_template,
            "shuffle_choices": args.shuffle_choices, "seed": cfg.seed,
-           "human_label_field": cfg.judge.human_label_field if cfg.judge else "human_label"}
+           "human_label_field": cfg.judge.human_label_field if cfg.judge else "human_label",
+           "max_media": cfg.max_media_per_record}
     for subset in run.subsets:
         stream = load_samples(run.name, Path(args.local_path or ""), [subset],
                               limit=None if args.shuffle else cfg.limit, ctx_kwargs=ctx,
@@ -103,18 +114,16 @@ def iter_samples(
         if not args.shuffle:
             yield from stream
             continue
-        items = list(stream)
-        random.Random(cfg.seed).shuffle(items)
-        good = [it for it in items if not isinstance(it[1], RecordError)]
-        bad = [it for it in items if isinstance(it[1], RecordError)]
-        n = _resolve_limit(cfg.limit, len(good))
-        yield from bad
-        yield from good[:n]
+        records: dict[tuple[str, int], list[tuple[str, Sample | RecordError]]] = {}
+        for item in stream:  # a record's samples (its paraphrases) stay together
+            records.setdefault(_record_of(item[1]), []).append(item)
+        order = list(records)
+        random.Random(cfg.seed).shuffle(order)
+        for key in order[:limit_count(cfg.limit, len(order))]:
+            yield from records[key]
 
 
-def _resolve_limit(limit: int | float | None, size: int) -> int:
-    if limit is None:
-        return size
-    if isinstance(limit, float):
-        return int(size * limit)
-    return min(limit, size)
+def _record_of(item: Sample | RecordError) -> tuple[str, int]:
+    if isinstance(item, RecordError):
+        return str(item.path), item.line
+    return str(item.origin.path), item.origin.line

@@ -15,6 +15,9 @@ from typing import Any
 
 import orjson
 
+from groundscope.errors import ConfigError, StoreError
+from groundscope.rundir import read_run_config
+
 log = logging.getLogger("groundscope")
 
 # Keys about where and how a run executes: changing them never changes a result.
@@ -53,8 +56,8 @@ def warn_config_changes(run_dir: Path, new: Mapping[str, Any]) -> None:
     if not path.is_file():
         return
     try:
-        old = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError:
+        old = read_run_config(run_dir)
+    except (ConfigError, StoreError):
         log.warning("%s: unreadable; cannot tell whether the config changed", path)
         return
     changed = config_changes(old, new)

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from groundscope.configfile import read_json_file
 from groundscope.errors import StoreError
 from groundscope.runlock import LOCK_FILE
 
@@ -58,17 +59,13 @@ def read_run_config(run_dir: Path) -> dict[str, Any]:
             hint = f"; it holds run directories, the latest is {latest_run(run_dir)}"
         raise StoreError(f"{run_dir}: not a groundscope run directory (no {CONFIG_FILE}){hint}")
     try:
-        raw = _read_config(path)
+        empty = path.stat().st_size == 0
     except OSError as exc:
         raise StoreError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if not raw.strip():
-        raise StoreError(f"{path}: empty file ({len(raw)} bytes): not a usable groundscope run "
+    if empty:
+        raise StoreError(f"{path}: empty file (0 bytes): not a usable groundscope run "
                          "config (was the disk full when the run started?)")
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise StoreError(f"{path}: torn or not JSON ({exc}): not a usable groundscope run "
-                         "config") from None
+    data = read_json_file(path)  # bounded: size, depth, values (ConfigError, one line)
     if not is_run_config(data):
         raise StoreError(f"{path}: not a groundscope run config (no \"format\": "
                          f"\"{RUN_MARKER}\" and not the shape of one)")

@@ -11,13 +11,13 @@ a skipped record is ever looked at) and yields samples or the ``RecordError`` of
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from groundscope.bounds import check_limit, limit_count
 from groundscope.dataset import legacy, mcq, vqa
 from groundscope.dataset.base import ExpandRecord, FormatContext, RecordToSample
 from groundscope.dataset.discover import find_subset_file, list_subsets
@@ -105,15 +105,20 @@ def load_samples(
 ) -> Iterator[tuple[str, Sample | RecordError]]:
     """Lazily yield ``(subset, sample or RecordError)`` for every subset of a dataset.
 
-    ``subsets`` defaults to every subset found under ``local_path``. ``limit``: an int N
-    keeps the first N records of each subset (0 or None: all, as in EvalScope); a float in
-    (0, 1] keeps ``floor(fraction * count)``. Bad records count toward the limit.
+    ``subsets`` defaults to every subset found under ``local_path``. ``limit`` keeps the
+    first records of each subset by the one rule of ``bounds.check_limit`` /
+    ``bounds.limit_count`` (None: all; N: the first N; a fraction f in (0, 1):
+    ``floor(f * count)``, at least one). Bad records count toward the limit, and a record
+    with paraphrases counts once.
     ``strict=True`` raises the first ``RecordError`` instead of yielding it.
     ``ctx_kwargs`` fill ``FormatContext`` (``system_prompt``, ``prompt_template``,
     ``shuffle_choices``, ``seed``).
     """
     fmt = get_format(name)
-    _check_limit(limit)
+    try:
+        limit = check_limit(limit)
+    except ValueError as exc:
+        raise ConfigError(f"limit: {exc}") from None
     local_path = Path(local_path)
     names = list(subsets) if subsets else list_subsets(local_path, fmt.split)
     if not names:
@@ -143,22 +148,11 @@ def _context(
         raise ConfigError(f"{name}: bad dataset options: {exc}") from None
 
 
-def _check_limit(limit: int | float | None) -> None:
-    if limit is None:
-        return
-    if isinstance(limit, bool) or not isinstance(limit, int | float):
-        raise ConfigError(f"limit must be an int or a float fraction, got {limit!r}")
-    if isinstance(limit, int) and limit < 0:
-        raise ConfigError(f"limit must be >= 0, got {limit}")
-    if isinstance(limit, float) and not (math.isfinite(limit) and 0.0 < limit <= 1.0):
-        raise ConfigError(f"a fractional limit must be in (0, 1], got {limit}")
-
-
 def _resolve_limit(limit: int | float | None, path: Path) -> int | None:
-    if not limit:
+    if limit is None:
         return None
     if isinstance(limit, float):
-        return int(count_records(path) * limit)
+        return limit_count(limit, count_records(path))
     return limit
 
 

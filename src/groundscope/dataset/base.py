@@ -22,6 +22,8 @@ class FormatContext:
     first; it is an allowed media root).
     ``human_label_field`` is the record column holding a human correct/incorrect label
     (``judge.human_label_field``); formats keep it as ``metadata["human_label"]``.
+    ``max_media`` (``TaskConfig.max_media_per_record``): a record supplying more media is
+    bad, found before any of them is looked at.
     """
 
     dataset: str
@@ -32,6 +34,7 @@ class FormatContext:
     shuffle_choices: bool = False
     seed: int | None = None
     human_label_field: str = "human_label"
+    max_media: int = 64
 
 
 RecordToSample = Callable[[dict[str, Any], Origin, FormatContext], Sample]

@@ -125,14 +125,19 @@ def _filled(value: Any) -> bool:
 # --- images --------------------------------------------------------------------------------
 
 
-def images(record: Mapping[str, Any], origin: Origin, base_dir: Path | None) -> list[MediaRef]:
-    """The row's images, validated: from ``image`` (base64) if filled, else ``image_path``."""
+def images(record: Mapping[str, Any], origin: Origin, base_dir: Path | None,
+           limit: int | None = None) -> list[MediaRef]:
+    """The row's images, validated: from ``image`` (base64) if filled, else ``image_path``
+    (more than ``limit`` of them: a bad record, before any is looked at)."""
     if _filled(record.get("image")):
         column, values = "image", _listed(record["image"], origin, "image")
     elif _filled(record.get("image_path")):
         column, values = "image_path", _listed(record["image_path"], origin, "image_path")
     else:
         raise _fail(origin, "image_path", "missing: give image_path (a path or a list) or image (base64)")
+    if limit is not None and len(values) > limit:
+        raise _fail(origin, column, f"{len(values)} images, over the limit of {limit} per "
+                                    "record (max_media_per_record)")
     refs: list[MediaRef] = []
     for i, value in enumerate(values):
         field = column if len(values) == 1 else f"{column}[{i}]"
@@ -187,7 +192,7 @@ def mcq_record_to_sample(record: dict[str, Any], origin: Origin, ctx: FormatCont
     options = letter_options(record, origin)
     letters = option_letters(len(options))
     answer = mcq.answer_letter(record.get("answer"), letters, origin)
-    refs = images(record, origin, ctx.base_dir)
+    refs = images(record, origin, ctx.base_dir, ctx.max_media)
     sid = sample_id(record, origin)
     shown = mcq.arrange_choices(options, answer, shuffle=ctx.shuffle_choices, seed=ctx.seed, sample=sid)
     hint = _text(record.get("hint")) if _filled(record.get("hint")) else None
@@ -221,7 +226,7 @@ def vqa_record_to_sample(record: dict[str, Any], origin: Origin, ctx: FormatCont
         if text_answer is None:
             raise _fail(origin, "answer", f"expected text, got {type(answer).__name__}")
         target = (text_answer,)
-    refs = images(record, origin, ctx.base_dir)
+    refs = images(record, origin, ctx.base_dir, ctx.max_media)
     text = mcq.fill_template(ctx.prompt_template, question=question) if ctx.prompt_template else question
     meta = mcq.metadata_fields(record, ("category",))
     return Sample(

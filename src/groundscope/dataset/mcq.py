@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from groundscope import media
+from groundscope.bounds import MAX_OPTIONS
 from groundscope.choices import option_letters
 from groundscope.dataset import placeholders as ph
 from groundscope.dataset.vqa import sample_id
@@ -195,6 +196,8 @@ def parse_options(value: Any, origin: Origin, field: str = "options") -> list[st
         raise _fail(origin, field, f"expected a list of options, got {type(items).__name__}")
     if not items:
         raise _fail(origin, field, "expected at least one option, got an empty list")
+    if len(items) > MAX_OPTIONS:
+        raise _fail(origin, field, f"{len(items)} options, over the limit of {MAX_OPTIONS}")
     options: list[str] = []
     for i, item in enumerate(items):
         if isinstance(item, str):
@@ -304,7 +307,8 @@ def _column(record: Mapping[str, Any], key: ph.MediaKey) -> str:
 
 
 def _all_media(record: Mapping[str, Any], origin: Origin, ctx: FormatContext) -> dict[ph.MediaKey, MediaRef]:
-    found = ph.collect_media(record, origin, ctx.base_dir, wanted=None, list_ignored_when="any")
+    found = ph.collect_media(record, origin, ctx.base_dir, wanted=None, list_ignored_when="any",
+                             limit=ctx.max_media)
     return {key: check_media(ref, origin, _column(record, key)) for key, ref in found.items()}
 
 

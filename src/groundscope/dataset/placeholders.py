@@ -36,6 +36,7 @@ __all__ = [
     "MediaKey",
     "absent_column",
     "bad_placeholder",
+    "check_media_count",
     "collect_media",
     "expand",
     "indexed_column",
@@ -116,6 +117,7 @@ def collect_media(
     *,
     wanted: Iterable[MediaKey] | None = None,
     list_ignored_when: ListPolicy = "referenced",
+    limit: int | None = None,
 ) -> dict[MediaKey, MediaRef]:
     """The media a record supplies, as MediaRefs keyed by ``(kind, index)``.
 
@@ -123,6 +125,7 @@ def collect_media(
     otherwise only the listed keys are looked at and other columns are never parsed.
     Absent or empty values are simply not in the result. A value that cannot be used is a
     ``RecordError`` naming its column (``image_2``, ``images[1]``, ``audio_1_format``).
+    More than ``limit`` media is a ``RecordError`` before any of them is looked at.
     """
     wanted_by_kind: dict[Modality, set[int]] | None = None
     if wanted is not None:
@@ -130,9 +133,10 @@ def collect_media(
         for kind, index in wanted:
             wanted_by_kind[Modality(kind)].add(index)
     found: dict[MediaKey, MediaRef] = {}
-    for kind in KINDS:
-        indices = None if wanted_by_kind is None else wanted_by_kind[kind]
-        values = _raw_values(record, origin, kind, indices, list_ignored_when)
+    raw = {kind: _raw_values(record, origin, kind, None if wanted_by_kind is None
+                             else wanted_by_kind[kind], list_ignored_when) for kind in KINDS}
+    check_media_count(sum(len(v) for v in raw.values()), limit, origin)
+    for kind, values in raw.items():
         for index, (column, value) in values.items():
             hint = _format_hint(record, origin, kind, index)
             try:
@@ -141,6 +145,14 @@ def collect_media(
                 raise RecordError(origin.path, origin.line, column, str(exc)) from None
             found[(kind, index)] = ref
     return found
+
+
+def check_media_count(count: int, limit: int | None, origin: Origin) -> None:
+    """A ``RecordError`` when a record supplies more than ``limit`` media."""
+    if limit is not None and count > limit:
+        raise RecordError(origin.path, origin.line, "<media>",
+                          f"{count} media, over the limit of {limit} per record "
+                          "(max_media_per_record)")
 
 
 def _present(value: Any) -> bool:

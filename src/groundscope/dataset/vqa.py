@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from groundscope import media
+from groundscope.bounds import MAX_MESSAGES
 from groundscope.dataset import placeholders as ph
 from groundscope.errors import MediaError, RecordError
 from groundscope.types import (
@@ -59,7 +60,9 @@ _MEDIA_PARTS = {
 def record_to_sample(record: dict[str, Any], origin: Origin, ctx: FormatContext) -> Sample:
     """Convert one General-VQA record; a malformed one raises ``RecordError``."""
     raw_messages = _raw_messages(record, origin)
-    found = _placeholder_media(raw_messages, record, origin, ctx)
+    parts = _media_parts(raw_messages)
+    ph.check_media_count(parts, ctx.max_media, origin)  # before any medium is looked at
+    found = _placeholder_media(raw_messages, record, origin, ctx, ctx.max_media - parts)
     messages = [_message(i, raw, origin, ctx, found) for i, raw in enumerate(raw_messages)]
     if ctx.system_prompt and not any(m.role in ("system", "developer") for m in messages):
         messages.insert(0, Message("system", ctx.system_prompt))
@@ -168,6 +171,8 @@ def _raw_messages(record: Mapping[str, Any], origin: Origin) -> list[dict[str, A
     if not isinstance(value, list) or not value:
         got = "an empty list" if value == [] else type(value).__name__
         raise _fail(origin, "messages", f"expected a non-empty list of messages, got {got}")
+    if len(value) > MAX_MESSAGES:
+        raise _fail(origin, "messages", f"{len(value)} messages, over the limit of {MAX_MESSAGES}")
     for i, message in enumerate(value):
         if not isinstance(message, dict):
             raise _fail(origin, f"messages[{i}]", "expected an object with role and content")
@@ -177,13 +182,21 @@ def _raw_messages(record: Mapping[str, Any], origin: Origin) -> list[dict[str, A
     return value
 
 
+def _media_parts(raw_messages: list[dict[str, Any]]) -> int:
+    """How many structured media parts (``image_url`` ...) the raw messages hold."""
+    return sum(isinstance(p, dict) and (p.get("type") or next(iter(p), None)) in _MEDIA_PARTS
+               for m in raw_messages if isinstance(m.get("content"), list) for p in m["content"])
+
+
 def _placeholder_media(
     raw_messages: list[dict[str, Any]],
     record: Mapping[str, Any],
     origin: Origin,
     ctx: FormatContext,
+    limit: int,
 ) -> dict[ph.MediaKey, MediaRef]:
-    """The media referenced by plain-text user messages, each checked; one that is absent
+    """The media referenced by plain-text user messages, each checked (at most
+    ``limit``, else the record is bad); one that is absent
     or unusable is a RecordError naming its column."""
     keys: list[ph.MediaKey] = []
     for i, message in enumerate(raw_messages):
@@ -197,7 +210,7 @@ def _placeholder_media(
     if not keys:
         return {}
     keys = list(dict.fromkeys(keys))
-    found = ph.collect_media(record, origin, ctx.base_dir, wanted=keys)
+    found = ph.collect_media(record, origin, ctx.base_dir, wanted=keys, limit=limit)
     for key in keys:
         ref = found.get(key)
         if ref is None:

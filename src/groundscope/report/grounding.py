@@ -7,6 +7,13 @@ number rests on: answers scored, answers with no checkable claims (counted here,
 scored 0), judge failures, claim verdict totals (and the contradicted share, which does not
 depend on the ``not_determinable`` policy), completeness element totals, and how many
 consistency groups were scored, fully consistent, too small or failed.
+
+It also shows the fan-out bounds in force (``bounds``: ``max_claims``, ``max_claim_chars``,
+``max_elements``, ``max_group_size``, ``max_reply_chars``, ``max_retries``) and everything
+they cut (``cut``: claims not verified because an answer had too many or they were too long,
+records with too many elements, group members and references left out), never silently:
+:func:`report.table.cut_notes` words the non-zero ones for the terminal summary and the
+HTML page.
 """
 
 from __future__ import annotations
@@ -27,8 +34,16 @@ _KEYS = frozenset({"grounding", "grounding_claims", "hallucination", "hallucinat
                    "completeness", "consistency", "consistent_correct"})
 
 
+_CUT_KEYS = ("claims_over_limit", "claims_too_long", "members_over_limit",
+             "references_over_limit")
+
+
 def _count(c: Counter[str], score: Score) -> None:
     d, status = score.detail, score.status
+    for key in _CUT_KEYS:
+        c[key] += int(d.get(key, 0))
+    if d.get("claims_over_limit") or d.get("claims_too_long"):
+        c["answers_cut"] += 1
     if score.scorer == "grounding":
         if status is ScoreStatus.OK:
             c["answers"] += 1
@@ -41,7 +56,9 @@ def _count(c: Counter[str], score: Score) -> None:
         else:
             c[f"grounding_{status.value}"] += 1
     elif score.scorer == "completeness":
-        if status is ScoreStatus.OK:
+        if d.get("too_many_elements"):
+            c["records_over_elements"] += 1
+        elif status is ScoreStatus.OK:
             c["completeness_answers"] += 1
             c["elements"] += int(d.get("expected", 0))
             c["covered"] += int(d.get("covered", 0))
@@ -74,6 +91,12 @@ def _block(c: Counter[str]) -> dict[str, Any]:
                         "too_small": c["groups_no_answer"],
                         "judge_failed": c["groups_judge_failed"],
                         "judged_pairs": c["judged_pairs"]},
+        "cut": {"answers_with_claims_cut": c["answers_cut"],
+                "claims_over_max_claims": c["claims_over_limit"],
+                "claims_over_max_claim_chars": c["claims_too_long"],
+                "records_over_max_elements": c["records_over_elements"],
+                "group_members_over_max_group_size": c["members_over_limit"],
+                "references_over_max_references": c["references_over_limit"]},
     }
 
 
@@ -95,9 +118,15 @@ def with_grounding_stats(rep: DatasetReport, judge: JudgeConfig | None,
         subsets[subset] = _block(c)
         total.update(c)
     opts = grounding_options(judge)
+    retries = opts.max_retries if opts.max_retries is not None else \
+        judge.max_retries if judge is not None else 2
+    bounds = {"max_claims": opts.max_claims, "max_claim_chars": opts.max_claim_chars,
+              "max_elements": opts.max_elements, "max_group_size": opts.max_group_size,
+              "max_reply_chars": judge.max_reply_chars if judge is not None else None,
+              "max_retries": retries}
     extra = {"policy": {"not_determinable": opts.not_determinable}, "votes": opts.votes,
-             "models": judge_ids(grounding_models(judge)), "subsets": subsets,
-             "overall": _block(total)}
+             "models": judge_ids(grounding_models(judge)), "bounds": bounds,
+             "subsets": subsets, "overall": _block(total)}
     return rep.model_copy(update={"extra": {**rep.extra, "grounding": extra}})
 
 

@@ -29,7 +29,7 @@ from groundscope.report.page import asset, render_page, table
 from groundscope.report.plots import Bar, bar_chart, histogram
 from groundscope.report.rundata import PASS_THRESHOLD, RunData, load_run
 from groundscope.report.samples import collect
-from groundscope.report.table import format_score, metric_label
+from groundscope.report.table import cut_notes, format_score, metric_label
 
 log = logging.getLogger("groundscope")
 _SKIPPED_SHOWN = 500
@@ -94,6 +94,11 @@ def _summary_section(run: RunData) -> str:
         if s.errors_by_kind:
             rows = sorted(s.errors_by_kind.items(), key=lambda kv: -kv[1])
             out.append(table(["Error kind", "Samples"], [list(r) for r in rows], numeric={1}))
+        notes = cut_notes(rep.extra)
+        if notes:
+            items = "".join(f"<li>{escape(n)}</li>" for n in notes)
+            out.append(f'<div class="gs-note gs-bounded"><b>Bounded judge work</b> (see '
+                       f"<code>judge.grounding</code>): <ul>{items}</ul></div>")
         if rep.extra:
             out.append(f"<details><summary>More statistics ({escape(', '.join(rep.extra))})"
                        f'</summary><div class="gs-detail">{_value_html(rep.extra)}</div></details>')

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from groundscope.bounds import MAX_REFERENCES
+
 
 class RowView(Protocol):
     """What the table reads of a metric row (``report.model.MetricRow``)."""
@@ -116,6 +118,38 @@ def render_table(reports: Sequence[DatasetView]) -> str:
     return tabulate(rows, headers=headers, tablefmt="grid", colalign=("left",) * 4 + ("right",) * 2)
 
 
+def cut_notes(extra: Mapping[str, Any]) -> list[str]:
+    """What the fan-out bounds cut, from a dataset report's ``extra``: one phrase each
+    (empty when nothing was cut).
+
+    >>> extra = {"grounding": {"bounds": {"max_claims": 32, "max_claim_chars": 500},
+    ...     "overall": {"cut": {"answers_with_claims_cut": 1, "claims_over_max_claims": 4968}}}}
+    >>> cut_notes(extra)
+    ['claims not verified in 1 answer(s): 4968 over max_claims (32)']
+    """
+    block = extra.get("grounding") or {}
+    cut = (block.get("overall") or {}).get("cut") or {}
+    b = block.get("bounds") or {}
+    claims = [f"{cut[key]} {text}" for key, text in (
+        ("claims_over_max_claims", f"over max_claims ({b.get('max_claims')})"),
+        ("claims_over_max_claim_chars", f"longer than max_claim_chars ({b.get('max_claim_chars')})"),
+    ) if cut.get(key)]
+    notes = []
+    if claims:
+        answers = cut.get("answers_with_claims_cut", 0)
+        notes.append(f"claims not verified in {answers} answer(s): {', '.join(claims)}")
+    if cut.get("records_over_max_elements"):
+        notes.append(f"{cut['records_over_max_elements']} record(s) over max_elements "
+                     f"({b.get('max_elements')}) not scored for completeness")
+    if cut.get("group_members_over_max_group_size"):
+        notes.append(f"{cut['group_members_over_max_group_size']} paraphrase group member(s) "
+                     f"over max_group_size ({b.get('max_group_size')}) left out of consistency")
+    if cut.get("references_over_max_references"):
+        notes.append(f"{cut['references_over_max_references']} reference(s) over "
+                     f"{MAX_REFERENCES} per answer not compared for consistency")
+    return notes
+
+
 def render_summary(reports: Sequence[DatasetView]) -> str:
     """One line per dataset: requested / succeeded / errored / skipped, and exclusions."""
     lines = []
@@ -132,5 +166,6 @@ def render_summary(reports: Sequence[DatasetView]) -> str:
         if excluded:
             worst = max(excluded.values())
             parts.append(f"up to {worst} sample(s) excluded from a metric (no reference / failed)")
+        parts += [f"bounded: {note}" for note in cut_notes(rep.extra)]
         lines.append(f"{rep.pretty_name}: " + ", ".join(parts))
     return "\n".join(lines)

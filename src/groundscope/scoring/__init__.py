@@ -140,11 +140,12 @@ def _grounding_scorer(name: str, ctx: ScoringContext | None) -> Scorer:
         raise ConfigError(f"metric {name!r} needs a judge model: set judge.models "
                           "(or judge.grounding.models)")
     panel = grounding.grounding_panel(ctx)
+    opts = grounding.grounding_options(ctx.judge)
     if name == "grounding":
-        return grounding.GroundingScorer(panel, grounding.grounding_options(ctx.judge))
+        return grounding.GroundingScorer(panel, opts)
     if name == "completeness":
-        return grounding.CompletenessScorer(panel)
-    return consistency.ConsistencyScorer(panel)
+        return grounding.CompletenessScorer(panel, max_elements=opts.max_elements)
+    return consistency.ConsistencyScorer(panel, max_group_size=opts.max_group_size)
 
 
 def scorer_keys(scorers: Sequence[Scorer]) -> dict[str, tuple[str, ...]]:

@@ -24,6 +24,12 @@ no usable reply is ``judge_failed``; both are excluded and counted. The group ro
 lists each member, each compared pair and how it was decided (``normalised``, ``closed
 form`` or ``judge`` with the judge's reason).
 
+Bounds: a group is scored on its first ``max_group_size`` (``judge.grounding``, 16) answered
+members by sample id; the others are counted in ``detail.members_over_limit``, so a group
+costs at most 16 * 15 / 2 = 120 equivalence requests (a record with 59 paraphrases asked
+1,770 before). An answer is compared with at most ``bounds.MAX_REFERENCES`` (16) distinct
+references (the rest are counted in the member's ``references_over_limit``).
+
 >>> agreement({"2": 2, "2 wheels": 1}, {("2", "2 wheels"): True})
 1.0
 >>> agreement({"yes": 2, "no": 1}, {("no", "yes"): False})
@@ -39,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
+from groundscope.bounds import MAX_REFERENCES
 from groundscope.scoring.base import unusable
 from groundscope.scoring.grounding_prompt import (
     EQUIVALENCE_SHAPE,
@@ -101,6 +108,7 @@ class ConsistencyScorer:
     """Member rows per sample; one ``consistency_group`` row per group (see the module)."""
 
     panel: JudgePanel
+    max_group_size: int = 16
     name: str = "consistency"
     keys: tuple[str, ...] = ()
     group_name: str = "consistency_group"
@@ -117,8 +125,11 @@ class ConsistencyScorer:
                          repeat=prediction.repeat)
         answer = prediction.completion.text if prediction.completion else ""
         norm = normalise_answer(answer)
+        refs = list(dict.fromkeys(r for r in sample.target if r.strip()))
         detail = {"group": str(group), "question": sample.question, "answer": answer,
-                  "normalised": norm, "references": [r for r in sample.target if r.strip()]}
+                  "normalised": norm, "references": refs[:MAX_REFERENCES]}
+        if len(refs) > MAX_REFERENCES:
+            detail["references_over_limit"] = len(refs) - MAX_REFERENCES
         return Score(sample.id, self.name, ScoreStatus.OK, extracted=norm, detail=detail,
                      repeat=prediction.repeat)
 
@@ -134,11 +145,18 @@ class ConsistencyScorer:
     async def _group(self, check: Equivalence, gid: str, repeat: int,
                      rows: Sequence[Score]) -> Score:
         answered = sorted((m for m in rows if m.status is ScoreStatus.OK), key=lambda m: m.sample_id)
+        over = len(answered) - self.max_group_size
+        answered = answered[:self.max_group_size]
         detail: dict[str, Any] = {
             "group": gid,
             "members": [{"sample_id": m.sample_id, "answer": m.detail["answer"],
                          "normalised": m.detail["normalised"]} for m in answered],
             "unanswered": sorted(m.sample_id for m in rows if m.status is not ScoreStatus.OK)}
+        if over > 0:
+            detail["members_over_limit"] = over
+        refs_over = sum(int(m.detail.get("references_over_limit", 0)) for m in answered)
+        if refs_over:
+            detail["references_over_limit"] = refs_over
         sid = f"group:{gid}"
         if len(answered) < 2:
             return Score(sid, self.group_name, ScoreStatus.NO_ANSWER, repeat=repeat,

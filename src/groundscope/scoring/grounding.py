@@ -28,11 +28,20 @@
    An answer with no checkable claim (an empty answer, a refusal, or only excluded claims)
    is ``no_answer`` with ``detail.no_claims``: counted separately, never scored 0.
 
+Bounds (``judge.grounding``; an answer and its judge's reply are untrusted): a claim longer
+than ``max_claim_chars`` (500) is invalid: never sent, counted in ``detail.claims_too_long``;
+of the valid claims the first ``max_claims`` (32) are verified and the rest are counted in
+``detail.claims_over_limit``, not sent (an answer of 5,000 claims costs 1 + 32 requests per
+vote and model, not 5,001). ``detail.claims_extracted`` then says how many the judge listed.
+The values are those of the verified claims; ``report/grounding.py`` totals what was cut.
+
 :class:`CompletenessScorer` (``metric_list: [completeness]``): for a record with
 ``elements: [...]``, the judge lists the elements the answer mentions (``{"covered": [...]}``,
 cached under ``completeness``); they are matched one-to-one to the expected elements
 (verbatim first, then after normalisation; an unknown item is ignored and recorded), and
-``completeness`` = matched / expected. A record without elements is ``no_answer``.
+``completeness`` = matched / expected. A record without elements is ``no_answer``, and so
+is one with more than ``max_elements`` (64) elements (``detail.too_many_elements``: not
+scored rather than scored on part of its list, which would change what 1.0 means).
 
 Every claim's verdict, reason and votes are kept in ``Score.detail["claims"]``.
 
@@ -96,7 +105,7 @@ def grounding_panel(ctx: ScoringContext) -> JudgePanel:
         opts = grounding_options(judge)
         retries = judge.max_retries if opts.max_retries is None else opts.max_retries
         cfg = JudgeConfig(strategy="llm", models=grounding_models(judge), multimodal=True,
-                          max_retries=retries)
+                          max_retries=retries, max_reply_chars=judge.max_reply_chars)
         return JudgePanel(ctx, cfg)
 
     return ctx.shared("grounding:panel", make)
@@ -198,21 +207,25 @@ class GroundingScorer:
             return self._status(sample, prediction, ScoreStatus.JUDGE_FAILED,
                                 judge_failed=f"claim extraction: {extracted.error}",
                                 stage="claims")
-        if not extracted.value:
-            return self._no_claims(sample, prediction, "no checkable claims", [])
+        claims, cut = bounded_claims(extracted.value, self.options)
+        if not claims:
+            reason = (f"every claim is longer than max_claim_chars ({self.options.max_claim_chars})"
+                      if extracted.value else "no checkable claims")
+            return self._no_claims(sample, prediction, reason, [], **cut)
         checks = list(await asyncio.gather(*(verify_claim(self.panel, self.options, c, media)
-                                             for c in extracted.value)))
+                                             for c in claims)))
         failed = sum(c["verdict"] is None for c in checks)
         if failed:
             return self._status(sample, prediction, ScoreStatus.JUDGE_FAILED, claims=checks,
                                 judge_failed=f"verification: {failed} of {len(checks)} claims "
-                                             "got no verdict", stage="verification")
+                                             "got no verdict", stage="verification", **cut)
         result = tally([c["verdict"] for c in checks], self.options.not_determinable)
         if result is None:
             return self._no_claims(sample, prediction,
-                                   "no determinable claim (not_determinable is excluded)", checks)
+                                   "no determinable claim (not_determinable is excluded)", checks,
+                                   **cut)
         values, weights, counts = result
-        detail = {"claims": checks, "n_claims": len(checks), **counts,
+        detail = {"claims": checks, "n_claims": len(checks), **counts, **cut,
                   "grounding_score": values["grounding"],
                   "hallucination_rate": values["hallucination"]}
         return Score(sample.id, self.name, ScoreStatus.OK, values=values, weights=weights,
@@ -223,9 +236,26 @@ class GroundingScorer:
         return Score(sample.id, self.name, status, detail=detail, repeat=prediction.repeat)
 
     def _no_claims(self, sample: Sample, prediction: Prediction, reason: str,
-                   claims: list[dict[str, Any]]) -> Score:
+                   claims: list[dict[str, Any]], **cut: int) -> Score:
         return self._status(sample, prediction, ScoreStatus.NO_ANSWER, no_claims=True,
-                            reason=reason, claims=claims, n_claims=len(claims))
+                            reason=reason, claims=claims, n_claims=len(claims), **cut)
+
+
+def bounded_claims(claims: Sequence[str], opts: GroundingConfig
+                   ) -> tuple[list[str], dict[str, int]]:
+    """The claims to verify, and the counts of those cut (empty when none was).
+
+    >>> from groundscope.config import GroundingConfig
+    >>> bounded_claims(["a" * 20, "b" * 600, "c" * 20, "d" * 20],
+    ...                GroundingConfig(max_claims=2, max_claim_chars=500))[1]
+    {'claims_extracted': 4, 'claims_too_long': 1, 'claims_over_limit': 1}
+    """
+    valid = [c for c in claims if len(c) <= opts.max_claim_chars]
+    kept = valid[:opts.max_claims]
+    if len(kept) == len(claims):
+        return kept, {}
+    return kept, {"claims_extracted": len(claims), "claims_too_long": len(claims) - len(valid),
+                  "claims_over_limit": len(valid) - len(kept)}
 
 
 def match_elements(expected: Sequence[str], covered: Sequence[str]
@@ -260,6 +290,7 @@ class CompletenessScorer:
     """Share of a record's expected visual ``elements`` the answer mentions."""
 
     panel: JudgePanel
+    max_elements: int = 64
     name: str = "completeness"
     keys: tuple[str, ...] = field(default=("completeness",))
 
@@ -272,6 +303,11 @@ class CompletenessScorer:
             return Score(sample.id, self.name, ScoreStatus.NO_ANSWER,
                          detail={"reason": "the record lists no expected elements"},
                          repeat=prediction.repeat)
+        if len(elements) > self.max_elements:
+            reason = (f"the record lists {len(elements)} expected elements, over "
+                      f"judge.grounding.max_elements ({self.max_elements}): not scored")
+            return Score(sample.id, self.name, ScoreStatus.NO_ANSWER, repeat=prediction.repeat,
+                         detail={"reason": reason, "too_many_elements": len(elements)})
         answer = _text(prediction)
         covered: list[str] = []
         if answer.strip():  # an empty answer mentions nothing: no call

@@ -178,13 +178,16 @@ class JudgePanel:
         """Judge ``i``'s reply to ``messages``, read by ``parse`` (which raises ``ReplyError``).
 
         A broken reply gets up to ``max_retries`` repair turns (``shape`` is the JSON the
-        repair turn asks for; default: the verdict's). Replies are cached under ``purpose``;
+        repair turn asks for; default: the verdict's). A reply longer than
+        ``max_reply_chars`` is broken too: it is never parsed, and its repair turn quotes
+        only its first ``max_reply_chars`` characters. Replies are cached under ``purpose``;
         ``overrides`` are merged over the model's generation config (e.g. a vote's seed).
         """
         judge = self.ids[i]
         if i in self._broken:
             return Reply(judge, None, 0, self._broken[i])
         chat = self._chat(i, purpose, overrides or {})
+        cap = self.cfg.max_reply_chars
         problem = ""
         for attempt in range(1, self.cfg.max_retries + 2):
             try:
@@ -199,13 +202,17 @@ class JudgePanel:
             except GroundscopeError as exc:  # e.g. the client could not be built
                 self._mark_broken(i, self._redactor.redact(str(exc)))
                 return Reply(judge, None, attempt, self._broken[i])
+            text = completion.text
             try:
-                return Reply(judge, parse(completion.text), attempt)
+                if len(text) > cap:
+                    raise ReplyError(f"the reply is {len(text)} characters long, over the "
+                                     f"limit of {cap} (judge.max_reply_chars)")
+                return Reply(judge, parse(text), attempt)
             except ReplyError as exc:
                 problem = str(exc)
                 log.debug("judge %s (%s): unusable reply (%s), attempt %d", judge, purpose,
                           problem, attempt)
-                messages = repair_messages(messages, completion.text, problem, shape=shape)
+                messages = repair_messages(messages, text[:cap], problem, shape=shape)
         what = "verdict" if purpose == "judge" else f"{purpose} reply"
         return Reply(judge, None, self.cfg.max_retries + 1,
                      f"no usable {what} after {self.cfg.max_retries + 1} replies: {problem}")
