@@ -77,7 +77,9 @@ def configure(*, debug: bool = False, secrets: Iterable[str] = (), log_file: Pat
     logger.setLevel(logging.DEBUG if debug else logging.INFO)
     logger.propagate = False
     redactor = Redactor(secrets)
-    fmt = logging.Formatter("%(asctime)s - %(levelname)s - %(message)s", "%Y-%m-%d %H:%M:%S")
+    # EvalScope's line: "2025-01-01 12:00:00 - evalscope - INFO: message"
+    fmt = logging.Formatter("%(asctime)s - %(name)s - %(levelname)s: %(message)s",
+                            "%Y-%m-%d %H:%M:%S")
     if console:
         stream = logging.StreamHandler(sys.stderr)
         stream.setFormatter(fmt)
