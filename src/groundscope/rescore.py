@@ -18,6 +18,7 @@ from groundscope.config import TaskConfig, load_config
 from groundscope.errors import one_error
 from groundscope.jsonl import read_jsonl
 from groundscope.metrics import MetricAccumulator, category_of
+from groundscope.report.evalscope import evalscope_report
 from groundscope.report.grounding import add_grounding_stats
 from groundscope.report.judge import add_judge_stats
 from groundscope.report.model import DatasetReport, MetricRow, Report, Summary
@@ -115,7 +116,7 @@ def rebuild_report(run_dir: str | Path) -> Report:
 
 async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescore: bool) -> Report:
     cfg = load_run_config(run_dir, judge)
-    store = RunStore(run_dir, cfg.model_name).lock()
+    store = RunStore(run_dir, cfg.model_name, legacy_model=cfg.model_id or cfg.model).lock()
     store.resume_hint = (f"the saved reviews are unchanged: free some space, then run "
                          f"groundscope {'score' if rescore else 'report'} {run_dir} again")
     skipped = _skipped_counts(run_dir)
@@ -190,7 +191,7 @@ async def _process_dataset(cfg: TaskConfig, store: RunStore, name: str, skipped:
         metrics=[MetricRow.from_result(r, c) for c, r in acc.rows(seed=cfg.seed)])
     rep = add_judge_stats(rep, cfg.judge, store)
     rep = add_grounding_stats(rep, cfg.judge, store)
-    store.write_report(name, rep.model_dump(mode="json"))
+    store.write_report(name, rep.model_dump(mode="json"), evalscope_report(rep))
     return rep
 
 
