@@ -30,7 +30,7 @@ def table_rows(stdout: str) -> dict[tuple[str, str], tuple[int, str]]:
     """The terminal table as {(metric label, subset): (num, score text)}."""
     rows = {}
     for line in stdout.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        cells = [c.strip() for c in line.strip().strip("│").split("│")]
         if len(cells) == 6 and cells[0] not in ("Model", ""):
             rows[(cells[2], cells[3])] = (int(cells[4]), cells[5])
     return rows

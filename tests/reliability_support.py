@@ -133,7 +133,7 @@ def assert_exactly_once(run_dir: Path, expected_ids: set[str], scorers: int = 2)
 
 def report_numbers(run_dir: Path) -> dict[str, Any]:
     """What a report says about the model: every metric row and the outcome counts."""
-    report = json.loads((run_dir / "reports" / MODEL / "general_vqa.json").read_text())
+    report = json.loads((run_dir / "reports" / MODEL / "general_vqa.groundscope.json").read_text())
     summary = report["summary"]
     return {
         "metrics": report["metrics"],

@@ -186,14 +186,14 @@ def test_good_records_are_scored_and_bad_ones_counted(mixed: tuple, server: str,
     proc = run_cli(_args(root, server, run_dir), cwd=root)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
-    logged = [line.split(" - WARNING - skipped bad record: ", 1)[1]
+    logged = [line.split(" - WARNING: skipped bad record: ", 1)[1]
               for line in proc.stderr.splitlines() if "skipped bad record: " in line]
     assert logged == expected
     saved = [json.loads(line)["problem"] for line in (run_dir / "skipped.jsonl").read_text().splitlines()]
     assert saved == expected
     counts = f"requested {n_good}, succeeded {n_good}, errored 0, skipped {len(expected)} bad records"
     assert counts in proc.stdout
-    report = json.loads((run_dir / "reports" / "m" / "general_vqa.json").read_text())
+    report = json.loads((run_dir / "reports" / "m" / "general_vqa.groundscope.json").read_text())
     assert report["summary"]["skipped"] == len(expected) and report["summary"]["requested"] == n_good
     rouge = next(r for r in report["metrics"] if r["metric"] == "rouge-l-r")
     assert (rouge["num"], rouge["score"]) == (n_good, 1.0)
@@ -206,7 +206,7 @@ def test_good_records_are_scored_and_bad_ones_counted(mixed: tuple, server: str,
     assert saved == expected
     rebuilt = run_cli(["report", str(run_dir)], cwd=root)
     assert rebuilt.returncode == 0, rebuilt.stderr
-    report = json.loads((run_dir / "reports" / "m" / "general_vqa.json").read_text())
+    report = json.loads((run_dir / "reports" / "m" / "general_vqa.groundscope.json").read_text())
     assert report["summary"]["skipped"] == len(expected)
 
 

@@ -102,7 +102,8 @@ def _resume_and_check(data: Path, samples: list, run_dir: Path, clean_report: di
     after = {r["sample_id"]: r for r in rows(run_dir, "predictions")}
     assert all(after[k] == v for k, v in before.items())  # finished work untouched
     assert report_numbers(run_dir) == clean_report
-    summary = json.loads((run_dir / "reports" / MODEL / "general_vqa.json").read_text())["summary"]
+    report_path = run_dir / "reports" / MODEL / "general_vqa.groundscope.json"
+    summary = json.loads(report_path.read_text())["summary"]
     assert (summary["cached"], summary["requested"]) == (len(before), len(samples))
 
 
@@ -174,7 +175,7 @@ def test_changed_records_and_config_are_detected_not_mixed(
     try:
         run_task({**cfg, "api_url": url, "use_cache": str(run_dir)})
         asked = [request_sample_id(r, question_ids(samples_of(data))) for r in server.requests()]
-        report = json.loads((run_dir / "reports" / MODEL / "general_vqa.json").read_text())
+        report = json.loads((run_dir / "reports" / MODEL / "general_vqa.groundscope.json").read_text())
         assert asked == ["alpha-005"]
         assert report["summary"]["changed"] == 2 and report["summary"]["cached"] == 59
         assert_exactly_once(run_dir, {s.id for s in samples_of(data)})

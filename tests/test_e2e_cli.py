@@ -71,7 +71,7 @@ def test_run_directory_files(finished_run) -> None:
     assert len({r["sample_id"] for r in rows}) == len(rows)
     reviews = (run_dir / "reviews" / "sim-vl" / "general_vqa_example_openai.jsonl").read_text()
     assert len(reviews.splitlines()) == 2 * len(rows)  # bleu + rouge per sample
-    report = json.loads((run_dir / "reports" / "sim-vl" / "general_vqa.json").read_text())
+    report = json.loads((run_dir / "reports" / "sim-vl" / "general_vqa.groundscope.json").read_text())
     assert report["schema_version"] == 1
     assert report["summary"]["requested"] == report["summary"]["succeeded"] > 0
     assert report["primary_metric"] == "rouge-l-r"

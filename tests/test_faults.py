@@ -138,7 +138,7 @@ def test_refusals_and_non_retryable_4xx_fail_their_samples(data: Path, ids: set[
     summary = report_numbers(run_dir)["summary"]
     assert summary == {"requested": len(ids), "succeeded": len(ids) - len(too_long | filtered),
                        "errored": len(too_long | filtered), "skipped": 0}
-    report = (run_dir / "reports" / MODEL / "general_vqa.json").read_text()
+    report = (run_dir / "reports" / MODEL / "general_vqa.groundscope.json").read_text()
     assert '"context_length"' in report and '"content_filter"' in report
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cli_support import table_rows
 from groundscope import run_task
 from groundscope.report.model import Report
 from groundscope.rescore import rebuild_report, rescore_run
@@ -177,5 +178,6 @@ def test_the_readme_demo_command(tmp_path: Path) -> None:
          "--work-dir", str(tmp_path), "--no-progress"],
         cwd=ROOT, capture_output=True, text=True, timeout=300, env=dict(os.environ))
     assert proc.returncode == 0, proc.stderr
-    assert "| Grounding (claims) ↑     | OVERALL   |    15 |   75.9% |" in proc.stdout
-    assert "| Consistent and correct ↑ | OVERALL   |     4 |     50% |" in proc.stdout
+    rows = table_rows(proc.stdout)
+    assert rows[("Grounding (claims) ↑", "OVERALL")] == (15, "75.9%")
+    assert rows[("Consistent and correct ↑", "OVERALL")] == (4, "50%")

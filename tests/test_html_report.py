@@ -22,7 +22,8 @@ from groundscope.errors import RecordError
 from groundscope.report.compare import compare_runs
 from groundscope.report.compare_html import write_comparison
 from groundscope.report.html import write_html
-from groundscope.runner import iter_samples, plan_dataset, run_task
+from groundscope.run import run_task
+from groundscope.runner import iter_samples, plan_dataset
 from groundscope.simulator import SimBehaviour, SimulatorServer
 from groundscope.store import read_jsonl
 
@@ -191,7 +192,7 @@ def test_loads_offline_without_errors(report_page: Page, runs: tuple[Path, Path]
 
 def test_metrics_table_and_charts(report_page: Page, runs: tuple[Path, Path]) -> None:
     p = report_page.page
-    reports = [json.loads(f.read_text()) for f in sorted((runs[0] / "reports").glob("*/*.json"))]
+    reports = [json.loads(f.read_text()) for f in sorted((runs[0] / "reports").glob("*/*.groundscope.json"))]
     n_rows = sum(len(r["metrics"]) for r in reports)
     assert p.locator("table.gs-metrics tbody tr").count() == n_rows
     headers = p.locator("table.gs-metrics th").all_inner_texts()
@@ -288,7 +289,7 @@ def test_render_failure_keeps_the_run(tmp_path: Path, monkeypatch: pytest.Monkey
     with ThreadPoolExecutor(1) as pool:  # its own thread: Playwright's loop may be running here
         report = pool.submit(run_task, cfg).result()
     assert report.dataset("general_vqa").summary.succeeded == 2
-    assert list((tmp_path / "reports").glob("*/general_vqa.json"))
+    assert list((tmp_path / "reports").glob("*/general_vqa.groundscope.json"))
     assert not (tmp_path / "report.html").exists()
     log = (tmp_path / "logs" / "eval_log.log").read_text()
     assert "could not write report.html: RuntimeError: renderer exploded" in log

@@ -73,7 +73,7 @@ def test_cli_judge_example_prints_accuracy_rows(sim, cli_run) -> None:
     assert rows == {("Accuracy ↑", "example_openai"): (5, "100%")}  # no BLEU / ROUGE rows
     assert judge_calls == 5
     assert "judged 5, judge_failed 0" in proc.stdout
-    report = json.loads((run_dir / "reports" / "qwen-vl-plus" / "general_vqa.json").read_text())
+    report = json.loads((run_dir / "reports" / "qwen-vl-plus" / "general_vqa.groundscope.json").read_text())
     assert report["primary_metric"] == "accuracy"
     assert report["extra"]["judge"]["models"] == ["qwen-plus"]
     judge_requests = [r for r in server.requests() if r.get("model") == "qwen-plus"]

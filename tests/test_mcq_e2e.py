@@ -54,7 +54,7 @@ def test_bundled_vmcq_examples_via_cli(tmp_path: Path) -> None:
              "--work-dir", str(tmp_path), "--no-progress"],
             capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert "| m       | General-VMCQ | Accuracy ↑ | example  |     3 |    100% |" in proc.stdout
+    assert "│ m       │ General-VMCQ │ Accuracy ↑ │ example  │     3 │ 100%    │" in proc.stdout
 
 
 def test_vmcq_dog_record_parts_in_order(tmp_path: Path) -> None:

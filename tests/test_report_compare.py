@@ -21,6 +21,7 @@ from groundscope.report import compare as compare_module
 from groundscope.report import plots
 from groundscope.report.compare import compare_runs, paired_permutation_test, render_comparison
 from groundscope.report.compare_html import write_comparison
+from groundscope.report.evalscope import evalscope_report
 from groundscope.report.model import DatasetReport, MetricRow, Summary
 from groundscope.store import RunStore
 from groundscope.types import (
@@ -67,9 +68,10 @@ def make_run(path: Path, model: str, data: dict) -> Path:
     store.close()
     rows = [MetricRow(metric=m, subset=s, num=0, score=None)
             for m in ("rouge-l-r", "exact_match") for s in [*data, "OVERALL"]]
-    store.write_report("general_vqa", DatasetReport(
-        model=model, dataset="general_vqa", pretty_name="General-VQA", primary_metric="rouge-l-r",
-        subsets=list(data), summary=Summary(), metrics=rows).model_dump(mode="json"))
+    rep = DatasetReport(model=model, dataset="general_vqa", pretty_name="General-VQA",
+                        primary_metric="rouge-l-r", subsets=list(data), summary=Summary(),
+                        metrics=rows)
+    store.write_report("general_vqa", rep.model_dump(mode="json"), evalscope_report(rep))
     return path
 
 

@@ -4,15 +4,37 @@ data), and records are read only a little ahead of free model slots."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
+from aiohttp import web
 
 from groundscope import run_task
 from groundscope.scoring import tokenize
 from groundscope.simulator import SimBehaviour, SimulatorServer
 from media_fixtures import image_bytes, write, write_jsonl
+
+
+class _FirstWaveGate(SimulatorServer):
+    """Holds the first ``wave`` requests until all of them have arrived, then answers every
+    request at once: the first wave is in flight together, whatever the machine's load."""
+
+    def __init__(self, *args: Any, wave: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.wave, self.arrived = wave, 0
+        self.full: asyncio.Event | None = None
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        if self.full is None:
+            self.full = asyncio.Event()
+        self.arrived += 1
+        if self.arrived >= self.wave:
+            self.full.set()
+        await self.full.wait()
+        return await super()._chat(request)
 
 
 def _dataset(root: Path, answers: list[str]) -> Path:
@@ -74,7 +96,7 @@ def test_records_are_read_only_a_little_ahead_of_free_model_slots(
     monkeypatch.setattr(R.Runner, "_items", counting_items)
     monkeypatch.setattr(R.Runner, "_count", counting_count)
     data = _dataset(tmp_path / "data", [f"answer {i}" for i in range(200)])
-    with SimulatorServer(behaviour=SimBehaviour(latency_ms=50)) as url:  # slots stay busy
+    with _FirstWaveGate(behaviour=SimBehaviour(latency_ms=50), wave=32) as url:  # slots stay busy
         report = run_task({"model": "m", "api_url": url, "datasets": ["general_vqa"],
                            "dataset_args": {"general_vqa": {"local_path": str(data)}},
                            "work_dir": str(tmp_path / "out"), "eval_batch_size": 32,

@@ -101,7 +101,8 @@ def test_a_judged_run_writes_no_key(data: Path, sim: SimulatorServer, tmp_path: 
 def test_a_401_that_quotes_the_key_is_scrubbed(data: Path, rejecting: SimulatorServer,
                                                tmp_path: Path) -> None:
     proc = _run(data, rejecting.base_url, tmp_path / "run", "--ignore-errors")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # every request failed: nothing was evaluated
+    assert "nothing was evaluated: all 12 requests failed" in proc.stderr.splitlines()[-1]
     preds = [json.loads(line) for p in (tmp_path / "run" / "predictions" / MODEL).glob("*.jsonl")
              for line in p.read_text().splitlines()]
     assert preds and all(p["status"] == "error" and p["error_kind"] == "http_401" for p in preds)

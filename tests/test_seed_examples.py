@@ -12,7 +12,7 @@ from groundscope.simulator import SimBehaviour, SimulatorServer
 ARGS = {"general_vqa": {"local_path": "examples/vqa", "subset_list": ["example_openai"]}}
 
 
-def test_general_vqa_python_example(tmp_path: Path, monkeypatch) -> None:
+def test_general_vqa_python_example(tmp_path: Path, monkeypatch, capfd) -> None:
     # the user's folder holds the examples (their ../media is then inside the working directory)
     for name in ("vqa", "media"):
         shutil.copytree(EXAMPLES / name, tmp_path / "examples" / name)
@@ -46,6 +46,58 @@ result = run_task(task_cfg=task_cfg)
     rep = report.dataset("general_vqa")
     assert rep.row("rouge-l-r").num == 5
     assert rep.score("rouge-l-r") == 1.0  # the simulator's oracle at accuracy 1.0
+    # As EvalScope's run_task: a dict-like of dataset reports, and the table in the log.
+    assert report["general_vqa"] is rep and list(report) == ["general_vqa"]
+    err = capfd.readouterr().err
+    assert "- groundscope - INFO: report table:" in err
+    line = next(x for x in err.splitlines() if "ROUGE ↑ · L · Recall" in x)
+    assert [c.strip() for c in line.strip("│").split("│")] == [
+        "qwen-vl-plus", "General-VQA", "ROUGE ↑ · L · Recall", "example_openai", "5", "100%"]
+
+
+def test_general_vmcq_python_example_prints_its_result(tmp_path: Path, monkeypatch,
+                                                       capfd) -> None:
+    """The seed's VMCQ example ends with ``print(result)``; with EvalScope the log shows the
+    table and ``result["general_vmcq"]`` is the dataset's report."""
+    for name in ("mcq", "media"):  # the user's folder holds the examples and their ../media
+        shutil.copytree(EXAMPLES / name, tmp_path / "examples" / name)
+    monkeypatch.chdir(tmp_path)
+    args = {"general_vmcq": {"local_path": "examples/mcq", "subset_list": ["example"]}}
+    with SimulatorServer(dataset_samples("general_vmcq", args), SimBehaviour()) as url:
+        code = f'''
+from groundscope.run import run_task
+from groundscope.config import TaskConfig
+from os import environ as env
+
+task_cfg = TaskConfig(
+    model='qwen-vl-plus',
+    api_url={url!r},
+    api_key=env.get('DASHSCOPE_API_KEY'),
+    eval_type='openai_api',
+    datasets=['general_vmcq'],
+    dataset_args={{
+        'general_vmcq': {{
+            'local_path': {json.dumps(args["general_vmcq"]["local_path"])},
+            'subset_list': ['example'],
+        }}
+    }},
+    limit=10,
+)
+
+result = run_task(task_cfg=task_cfg)
+print(result)
+'''
+        scope: dict = {}
+        exec(compile(code, "seed_example", "exec"), scope)
+    result = scope["result"]
+    assert result["general_vmcq"].score("accuracy") == 1.0
+    assert result["general_vmcq"].row("accuracy").num == 3
+    out, err = capfd.readouterr()
+    row = "│ qwen-vl-plus │ General-VMCQ │ Accuracy ↑ │ example  │     3 │ 100%    │"
+    assert row in out  # print(result)
+    assert row in err and "report table:" in err  # the log, as EvalScope's
+    log = next(Path(result.run_dir, "logs").glob("*.log")).read_text()
+    assert row in log
 
 
 def test_constants_import_path() -> None:

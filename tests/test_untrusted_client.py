@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from groundscope import run_task
+from groundscope.errors import NothingEvaluated
 from groundscope.simulator import SimBehaviour, SimulatorServer
 from groundscope.simulator.faults import MALFORMED_BODIES, echo_forms
 from groundscope.simulator.judge import JudgeResponder
@@ -100,7 +101,7 @@ def test_a_key_echoed_in_any_form_is_written_nowhere(data: Path, tmp_path: Path,
     finally:
         model.stop()
         judge.stop()
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == (1 if echo == "error" else 0), proc.stderr  # 1: nothing evaluated
     preds = _preds(run)
     assert len(preds) == 6
     if echo == "error":
@@ -178,7 +179,8 @@ def test_a_redirect_to_another_server_is_not_followed(data: Path, tmp_path: Path
     finally:
         for server in (target, hostile, honest):
             server.stop()
-    assert proc.returncode == 0, proc.stderr
+    # a model whose every request failed evaluated nothing (exit 1); a failed judge does not
+    assert proc.returncode == (1 if who == "model" else 0), proc.stderr
     assert target_records == []
     assert {r["status"] for r in hostile_records} == {307}
     expected = f"HTTP 307: redirect to {target.base_url}/chat/completions?token=*** not followed"
@@ -207,14 +209,14 @@ def test_every_malformed_body_fails_its_sample_and_the_run_goes_on(tmp_path: Pat
         kinds = [r["malformed"] for r in server.requests()]
     finally:
         server.stop()
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # 1: every request failed, nothing was evaluated
     assert "Traceback" not in proc.stderr
     assert set(kinds) == set(MALFORMED_BODIES)
     preds = _preds(run)
     assert len(preds) == len(kinds) >= len(MALFORMED_BODIES)
     assert {p["error_kind"] for p in preds} == {"malformed_response"}
     assert all(p["error"].startswith("malformed response: ") for p in preds)
-    report = json.loads((run / "reports" / MODEL / "general_vqa.json").read_text())
+    report = json.loads((run / "reports" / MODEL / "general_vqa.groundscope.json").read_text())
     assert report["summary"]["errors_by_kind"] == {"malformed_response": len(preds)}
 
 
@@ -269,9 +271,10 @@ def test_a_gzip_bomb_is_cut_at_the_cap_in_small_memory(data: Path, tmp_path: Pat
     try:
         tracemalloc.start()
         try:
-            run_task({"model": MODEL, "api_url": server.base_url, "datasets": ["general_vqa"],
-                      "dataset_args": dataset_args(data), "work_dir": str(run),
-                      "no_timestamp": True, "ignore_errors": True, "eval_batch_size": 2})
+            with pytest.raises(NothingEvaluated):  # every reply was too large
+                run_task({"model": MODEL, "api_url": server.base_url, "datasets": ["general_vqa"],
+                          "dataset_args": dataset_args(data), "work_dir": str(run),
+                          "no_timestamp": True, "ignore_errors": True, "eval_batch_size": 2})
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
@@ -298,7 +301,7 @@ def test_oversized_replies_fail_as_response_too_large(data: Path, tmp_path: Path
         proc = run_cli(eval_args(server.base_url, data, run, "--ignore-errors"), cwd=tmp_path)
     finally:
         server.stop()
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # 1: every request failed, nothing was evaluated
     preds = _preds(run)
     assert [(p["error_kind"], p["attempts"]) for p in preds] == [("response_too_large", 1)] * 6
     assert sum(p.stat().st_size for p in run.rglob("*")) < MIB
@@ -314,7 +317,7 @@ def test_oversized_headers_are_a_malformed_response(data: Path, tmp_path: Path) 
                                  "1", "--retry-base-delay", "0"), cwd=tmp_path)
     finally:
         server.stop()
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # 1: every request failed, nothing was evaluated
     preds = _preds(run)
     assert [(p["error_kind"], p["attempts"]) for p in preds] == [("malformed_response", 2)] * 6
     assert all("invalid HTTP response head" in p["error"] for p in preds)
@@ -337,7 +340,7 @@ def test_max_response_bytes_is_a_setting_for_model_and_judges(data: Path, tmp_pa
         honest.stop()
     assert default.returncode == 0, default.stderr
     assert {p["status"] for p in _preds(tmp_path / "default")} == {"ok"}
-    assert capped.returncode == 0, capped.stderr
+    assert capped.returncode == 1, capped.stderr  # 1: every request failed, nothing was evaluated
     assert {p["error_kind"] for p in _preds(tmp_path / "capped")} == {"response_too_large"}
     assert json.loads((tmp_path / "capped" / "config.json").read_text())["max_response_bytes"] == MIB
     assert judged.returncode == 0, judged.stderr

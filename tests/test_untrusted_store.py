@@ -205,7 +205,8 @@ def test_report_says_when_predictions_have_no_score(finished: Path, tmp_path: Pa
             f"run groundscope score {run_dir}")
     assert f"groundscope: warning: {line}" in proc.stderr.splitlines()
     assert "beta" not in proc.stderr
-    summary = json.loads((run_dir / "reports" / MODEL / "general_vqa.json").read_text())["summary"]
+    report_path = run_dir / "reports" / MODEL / "general_vqa.groundscope.json"
+    summary = json.loads(report_path.read_text())["summary"]
     assert summary["unscored"] == {"alpha": missing}
     assert summary["warnings"] == [line]
     assert line in (run_dir / "report.html").read_text()
@@ -330,7 +331,7 @@ def test_duplicate_ids_across_subsets_keep_every_subset(kind: str, tmp_path: Pat
     assert resumed.metrics == report.metrics
     proc = run_cli(["report", str(run_dir)], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads((run_dir / "reports" / MODEL / f"{name}.json").read_text())["metrics"] == [
+    assert json.loads((run_dir / "reports" / MODEL / f"{name}.groundscope.json").read_text())["metrics"] == [
         r.model_dump(mode="json") for r in report.metrics]
     assert Counter(r.subset for r in load_run(run_dir).samples()) == dict.fromkeys(subsets, 5)
     assert compare_runs([run_dir, run_dir]).matched == {name: 10}
@@ -530,7 +531,8 @@ def test_same_bytes_with_new_dates_are_not_asked_again(
         moved[moved.index("--api-url") + 1] = url
         proc = run_cli(moved, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    summary = json.loads((run_dir / "reports" / MODEL / "general_vqa.json").read_text())["summary"]
+    report_path = run_dir / "reports" / MODEL / "general_vqa.groundscope.json"
+    summary = json.loads(report_path.read_text())["summary"]
     assert (summary["cached"], summary["changed"]) == (60, 0)
     # Different bytes are a different request: exactly the samples showing that image.
     with (media / "xray.png").open("ab") as fh:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from groundscope.config import DatasetArgs, JudgeConfig, TaskConfig
     from groundscope.errors import ConfigError, DatasetError, GroundscopeError, RecordError
     from groundscope.report.model import DatasetReport, Report
-    from groundscope.runner import run_task
+    from groundscope.run import run_task
 
 _LAZY = {
     "TaskConfig": "groundscope.config",
@@ -40,7 +40,7 @@ _LAZY = {
     "RecordError": "groundscope.errors",
     "Report": "groundscope.report.model",
     "DatasetReport": "groundscope.report.model",
-    "run_task": "groundscope.runner",
+    "run_task": "groundscope.run",
 }
 
 

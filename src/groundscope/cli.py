@@ -1,9 +1,10 @@
 """Command line: ``groundscope eval | score | report | simulate``.
 
 Thin by design: argv -> config dict -> ``TaskConfig`` -> ``run_task``. User errors are one
-line on stderr and exit code 2; a run stopped by its error budget exits 1; Ctrl-C exits
-130 after saying how to resume. Heavy modules are imported only when a command runs, so
-``groundscope --help`` stays fast.
+line on stderr and exit code 2; a run stopped by its error budget, or one in which a
+dataset had no answered sample (every record bad, every request failed), exits 1 with one
+line saying so; Ctrl-C exits 130 after saying how to resume. Heavy modules are imported
+only when a command runs, so ``groundscope --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -234,12 +235,21 @@ def _cmd_eval(ns: argparse.Namespace) -> int:
     runner = Runner(cfg, progress=False if ns.no_progress else None)
     import asyncio
 
+    from groundscope.errors import NothingEvaluated
+    from groundscope.report.model import Report
+
     try:
         report = asyncio.run(runner.run())
     except KeyboardInterrupt:
         print(f"\ninterrupted; finished samples are saved. Resume with: groundscope eval "
               f"... --use-cache {runner.run_dir}", file=sys.stderr)
         return 130
+    except NothingEvaluated as exc:  # the other datasets' results, then the one line (exit 1)
+        done = exc.report
+        if isinstance(done, Report) and any(rep.metrics for rep in done.datasets):
+            print(done.table())
+            print(render_summary(done.datasets))
+        raise
     print(report.table())
     print(render_summary(report.datasets))
     print(f"Results saved to {report.run_dir}")
@@ -328,11 +338,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ns.command not in commands:
         parser.print_help()
         return 2
-    from groundscope.errors import ErrorBudgetExceeded, GroundscopeError
+    from groundscope.errors import ErrorBudgetExceeded, GroundscopeError, NothingEvaluated
 
     try:
         return commands[ns.command](ns)
-    except ErrorBudgetExceeded as exc:
+    except (ErrorBudgetExceeded, NothingEvaluated) as exc:  # the run ran: its outputs say why
         print(f"groundscope: {exc}", file=sys.stderr)
         return 1
     except GroundscopeError as exc:

@@ -1,9 +1,9 @@
 """The one place where EvalScope's spellings are translated into groundscope's.
 
 Metric names in ``metric_list`` (``BLEU``, ``Rouge``, ``acc``), score keys in EvalScope's
-review files (``bleu-1``, ``Rouge-L-R``), eval types (``service`` is the old name of
-``openai_api``), and task-config keys that EvalScope accepts but that mean nothing for a
-remote multimodal evaluation.
+review files (``bleu-1``, ``Rouge-L-R``) and report files (``mean_Rouge-L-R``), eval types
+(``service`` is the old name of ``openai_api``), and task-config keys that EvalScope accepts
+but that mean nothing for a remote multimodal evaluation.
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ SCORE_KEYS: dict[str, str] = {
     "acc": "accuracy",
 }
 
+# canonical metric key -> EvalScope's score key, where the two spellings differ
+_EVALSCOPE_SCORE_KEYS = {ours: theirs for theirs, ours in SCORE_KEYS.items() if ours != theirs}
+
 EVAL_TYPES = {"openai_api": "openai_api", "service": "openai_api", "server": "openai_api",
               "mock": "mock", "simulator": "mock"}
 
@@ -49,6 +52,26 @@ _IGNORED_TASK_KEYS = {"eval_backend", "dataset_hub", "model_task", "chat_templat
 def metric_name(name: str) -> str | None:
     """The canonical scorer name for a ``metric_list`` entry, or None if unknown."""
     return METRIC_NAMES.get(name.strip().lower())
+
+
+def default_model_id(model: str) -> str:
+    """EvalScope's default ``model_id``: the model name's last path part.
+
+    >>> default_model_id("Qwen/Qwen2.5-VL-7B-Instruct"), default_model_id("qwen-vl-plus")
+    ('Qwen2.5-VL-7B-Instruct', 'qwen-vl-plus')
+    """
+    return model.rstrip("/").rpartition("/")[2] or model
+
+
+def report_metric_name(key: str) -> str:
+    """EvalScope's metric name in a report file for a canonical metric key: its v1 spelling
+    ``<aggregation>_<score key>`` (``evalscope/report/generator.py``), the aggregation being
+    the mean. groundscope's own metrics keep their key.
+
+    >>> [report_metric_name(k) for k in ("rouge-l-r", "bleu-1", "accuracy", "grounding")]
+    ['mean_Rouge-L-R', 'mean_bleu-1', 'mean_acc', 'mean_grounding']
+    """
+    return f"mean_{_EVALSCOPE_SCORE_KEYS.get(key, key)}"
 
 
 def translate_task_config(data: Mapping[str, Any]) -> dict[str, Any]:

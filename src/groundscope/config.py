@@ -241,8 +241,9 @@ class TaskConfig(_Strict):
 
     @property
     def model_name(self) -> str:
-        """The name shown in reports and used for output folders."""
-        return self.model_id or self.model
+        """The name shown in reports and used for output folders: ``model_id``, by default
+        the model's last path part, as EvalScope's (``Qwen/Qwen2.5-VL`` -> ``Qwen2.5-VL``)."""
+        return self.model_id or compat.default_model_id(self.model)
 
     def redacted(self) -> dict[str, Any]:
         """The config as JSON-able data with every secret replaced by ``***``; URLs without

@@ -14,7 +14,9 @@
     │   ├── RetryableError           429 / 5xx / timeout / connection: worth another try
     │   └── ResponseError            a non-retryable answer (4xx, unparseable body, refusal)
     ├── StoreError                   the run directory is unusable or does not match the run
-    └── ErrorBudgetExceeded          too many samples failed: the run stopped early
+    ├── ErrorBudgetExceeded          too many samples failed: the run stopped early
+    └── NothingEvaluated             a dataset of a finished run has no answered sample (every
+                                     record bad, every request failed, or no record at all)
 
 User errors (config, dataset, record) are shown as one line, without a traceback.
 No message ever contains an API key or an Authorization header.
@@ -104,6 +106,17 @@ class StoreError(GroundscopeError):
 
 class ErrorBudgetExceeded(GroundscopeError):
     """The share of failed samples crossed ``max_error_rate``; finished work is kept."""
+
+
+class NothingEvaluated(GroundscopeError):
+    """A run finished, but some dataset has no answered sample to score: every record was
+    bad (``skipped.jsonl``), every request failed, or there was no record. ``str()`` is one
+    line naming each such dataset and where to look; ``report`` is the run's ``Report`` (the
+    other datasets' results, all outputs already written). The CLI exits 1."""
+
+    def __init__(self, message: str, report: object = None) -> None:
+        super().__init__(message)
+        self.report = report
 
 
 def one_error(group: BaseExceptionGroup) -> GroundscopeError | None:

@@ -72,7 +72,9 @@ def configure(*, debug: bool = False, redactor: Redactor | None = None, log_file
     logger.setLevel(logging.DEBUG if debug else logging.INFO)
     logger.propagate = False
     redacting = RedactingFilter(redactor or Redactor())
-    fmt = logging.Formatter("%(asctime)s - %(levelname)s - %(message)s", "%Y-%m-%d %H:%M:%S")
+    # EvalScope's line: "2025-01-01 12:00:00 - evalscope - INFO: message"
+    fmt = logging.Formatter("%(asctime)s - %(name)s - %(levelname)s: %(message)s",
+                            "%Y-%m-%d %H:%M:%S")
     if console:
         stream = logging.StreamHandler(sys.stderr)
         stream.setFormatter(fmt)

@@ -19,6 +19,7 @@ from groundscope.errors import one_error
 from groundscope.jsonl import read_jsonl
 from groundscope.media import media_roots_in_force
 from groundscope.metrics import MetricAccumulator, category_of
+from groundscope.report.evalscope import evalscope_report
 from groundscope.report.grounding import add_grounding_stats
 from groundscope.report.judge import add_judge_stats
 from groundscope.report.model import DatasetReport, MetricRow, Report, Summary
@@ -125,7 +126,7 @@ async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescor
 
 
 async def _process_run_in_roots(run_dir: Path, cfg: TaskConfig, *, rescore: bool) -> Report:
-    store = RunStore(run_dir, cfg.model_name).lock()
+    store = RunStore(run_dir, cfg.model_name, legacy_model=cfg.model_id or cfg.model).lock()
     store.resume_hint = (f"the saved reviews are unchanged: free some space, then run "
                          f"groundscope {'score' if rescore else 'report'} {run_dir} again")
     skipped = _skipped_counts(run_dir)
@@ -201,7 +202,7 @@ async def _process_dataset(cfg: TaskConfig, store: RunStore, name: str, skipped:
         metrics=[MetricRow.from_result(r, c) for c, r in acc.rows(seed=cfg.seed)])
     rep = add_judge_stats(rep, cfg.judge, store)
     rep = add_grounding_stats(rep, cfg.judge, store)
-    store.write_report(name, rep.model_dump(mode="json"))
+    store.write_report(name, rep.model_dump(mode="json"), evalscope_report(rep))
     return rep
 
 

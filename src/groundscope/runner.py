@@ -26,10 +26,10 @@ from typing import Any
 from groundscope import logs
 from groundscope.config import TaskConfig
 from groundscope.errors import (
-    ConfigError,
     ErrorBudgetExceeded,
     MediaError,
     ModelError,
+    NothingEvaluated,
     RecordError,
     one_error,
 )
@@ -37,6 +37,7 @@ from groundscope.metrics import category_of
 from groundscope.plan import DatasetRun, Item, iter_samples, plan_dataset, run_media_roots
 from groundscope.progress import Progress
 from groundscope.redaction import Redactor
+from groundscope.report.evalscope import evalscope_report
 from groundscope.report.grounding import add_grounding_stats
 from groundscope.report.judge import add_judge_stats
 from groundscope.report.model import DatasetReport, MetricRow, Report
@@ -59,7 +60,7 @@ _READ_AHEAD = 16  # records read and waiting for a model slot, at most
 
 
 class Runner:
-    """Runs one ``TaskConfig``. Use ``await Runner(cfg).run()``; see ``run_task``."""
+    """Runs one ``TaskConfig``. Use ``await Runner(cfg).run()``; see ``run.run_task``."""
 
     def __init__(self, cfg: TaskConfig, *, progress: bool | None = None) -> None:
         self.cfg = cfg
@@ -72,7 +73,8 @@ class Runner:
         check_subset_files((run.name, subset) for run in self.datasets for subset in run.subsets)
         self._media_roots = run_media_roots(cfg)  # a bad --media-root: before a run directory
         if cfg.use_cache:
-            self.store = RunStore.open(cfg.use_cache, cfg.model_name)
+            self.store = RunStore.open(cfg.use_cache, cfg.model_name,
+                                       legacy_model=cfg.model_id or cfg.model)
         else:
             self.store = RunStore.create(cfg.work_dir, cfg.model_name, no_timestamp=cfg.no_timestamp)
         self.scoring.run_dir = self.store.run_dir
@@ -146,6 +148,9 @@ class Runner:
         if self._stop_reason:
             logs.close()
             raise ErrorBudgetExceeded(self._stop_reason)
+        empty = nothing_evaluated(report)
+        if empty:
+            raise NothingEvaluated(empty, report)
         return report
 
     async def _start_simulator(self, stack: AsyncExitStack) -> str:
@@ -382,7 +387,9 @@ class Runner:
             )
             rep = add_judge_stats(rep, self.cfg.judge, self.store)
             rep = add_grounding_stats(rep, self.cfg.judge, self.store)
-            self.store.write_report(run.name, rep.model_dump(mode="json"))
+            path = self.store.write_report(run.name, rep.model_dump(mode="json"),
+                                           evalscope_report(rep))
+            log.info("%s: report written to %s", run.name, path)
             out.append(rep)
         try:  # report.html last: a rendering failure must never cost the run's other outputs
             from groundscope.report.embed import END_OF_RUN_BUDGET, END_OF_RUN_SAMPLES
@@ -396,23 +403,9 @@ class Runner:
         return Report(run_dir=str(self.run_dir), model=self.cfg.model_name, datasets=out)
 
 
-def run_task(task_cfg: Any = None, **kwargs: Any) -> Report:
-    """Run one evaluation and return its report.
-
-    ``task_cfg`` is a ``TaskConfig``, a dict of its fields, or the path of a YAML/JSON
-    config file; keyword arguments are accepted as fields too. Raises ``ConfigError`` /
-    ``DatasetError`` for bad input, ``ErrorBudgetExceeded`` when the run stopped early.
-    """
-    from groundscope.config import load_config
-
-    if task_cfg is None:
-        task_cfg = kwargs
-    elif kwargs:
-        raise ConfigError("pass either a config or keyword fields, not both")
-    cfg = load_config(task_cfg)
-    runner = Runner(cfg)
-    try:
-        report = asyncio.run(runner.run())
-    finally:
-        logs.close()
-    return report
+def nothing_evaluated(report: Report) -> str:
+    """One line naming each dataset of a finished run with no answered sample, and why;
+    empty when every dataset has one."""
+    skipped = Path(report.run_dir) / "skipped.jsonl"
+    return "; ".join(f"{rep.dataset}: nothing was evaluated: {why}" for rep in report.datasets
+                     if (why := rep.summary.why_nothing(skipped)))

@@ -1,14 +1,17 @@
 """The run directory: append-only predictions and reviews, the resume index.
 
-Layout (schema version 1)::
+Layout (schema version 2; version 1 had groundscope's report at ``<dataset>.json``)::
 
     <run_dir>/
       config.json                               the task config, redacted (config.redacted()),
                                                 marked "format": "groundscope-run" (rundir.py)
                                                 and the media roots the run read from
+      configs/task_config.yaml                  the same config in YAML, where EvalScope's is
       predictions/<model>/<dataset>_<subset>.jsonl   one line per finished request
       reviews/<model>/<dataset>_<subset>.jsonl       one line per (sample, scorer)
-      reports/<model>/<dataset>.json                  the versioned dataset report
+      reports/<model>/<dataset>.json                  the report in EvalScope's schema
+                                                      (report/evalscope.py)
+      reports/<model>/<dataset>.groundscope.json      groundscope's versioned dataset report
       skipped.jsonl                             bad records: file, line, field, problem
       report.html                               (report/html.py)
       logs/eval_log.log
@@ -18,9 +21,10 @@ line being written; a torn last line is dropped when the file is read back. A re
 matches saved predictions by ``(sample_id, repeat)`` *and* the request hash, so a changed
 prompt, model or generation config is requested again, never silently reused. When a run
 ends, files holding superseded lines are compacted so every sample appears exactly once.
-Whole files (config.json, reports) are replaced atomically (``fileio.atomic_write``); a
-re-scoring writes its reviews aside and swaps them in only once complete. A failed write (a
-full disk) is a one-line ``StoreError`` naming the file and how to resume.
+Whole files (config.json, task_config.yaml, reports) are replaced atomically
+(``fileio.atomic_write``); a re-scoring writes its reviews aside and swaps them in only once
+complete. A failed write (a full disk) is a one-line ``StoreError`` naming the file and how
+to resume.
 """
 
 from __future__ import annotations
@@ -35,7 +39,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import yaml
 
+from groundscope.compat import default_model_id
 from groundscope.errors import ConfigError, StoreError
 from groundscope.fileio import atomic_write, fsync_dir, write_error
 from groundscope.jsonl import Shard, read_jsonl
@@ -61,6 +67,8 @@ from groundscope.types import (
 
 SCHEMA_VERSION = 1
 MEDIA_ROOTS_KEY = "allowed_media_roots"  # config.json: the real paths media were read under
+SCHEMA_VERSION = 2
+REPORT_SUFFIX = ".groundscope.json"  # groundscope's report; <dataset>.json is EvalScope's
 _UNSAFE = re.compile(r"[^\w.\-]+")
 
 
@@ -219,9 +227,14 @@ class RunStore:
     dies, so a crash leaves nothing to clean up.
     """
 
-    def __init__(self, run_dir: Path, model_name: str) -> None:
+    def __init__(self, run_dir: Path, model_name: str, *, legacy_model: str | None = None) -> None:
         self.run_dir = run_dir
         self.model_dir = safe_name(model_name)
+        if legacy_model is not None and not (run_dir / "predictions" / self.model_dir).exists():
+            # a run written when the folder was named after the whole model name
+            old = safe_name(legacy_model)
+            if (run_dir / "predictions" / old).is_dir():
+                self.model_dir = old
         self._shards: dict[Path, Shard] = {}
         self._paths: dict[tuple[str, str, str], Path] = {}
         self._staged: dict[Path, Path] = {}  # reviews file -> its replacement being written
@@ -267,11 +280,14 @@ class RunStore:
         return cls(run_dir, model_name).lock()
 
     @classmethod
-    def open(cls, run_dir: str | Path, model_name: str) -> RunStore:
+    def open(cls, run_dir: str | Path, model_name: str, *,
+             legacy_model: str | None = None) -> RunStore:
         """The run directory ``run_dir`` (``--use-cache``): a run, an empty directory, or a
-        work directory holding runs (the latest is opened; ``note`` says which)."""
+        work directory holding runs (the latest is opened; ``note`` says which).
+        ``legacy_model``: the model folder's name in runs written before ``model_id``
+        defaulted to the model's last path part, used when only that folder exists."""
         path, note = resume_target(Path(run_dir))
-        store = cls(path, model_name).lock()
+        store = cls(path, model_name, legacy_model=legacy_model).lock()
         store.note = note
         return store
 
@@ -291,6 +307,11 @@ class RunStore:
         return self._subset_file("reviews", dataset, subset)
 
     def report_file(self, dataset: str) -> Path:
+        """groundscope's report of ``dataset``."""
+        return self.run_dir / "reports" / self.model_dir / f"{safe_name(dataset)}{REPORT_SUFFIX}"
+
+    def evalscope_report_file(self, dataset: str) -> Path:
+        """The report of ``dataset`` in EvalScope's schema, where EvalScope writes it."""
         return self.run_dir / "reports" / self.model_dir / f"{safe_name(dataset)}.json"
 
     @property
@@ -300,9 +321,16 @@ class RunStore:
     # -- writing
 
     def write_config(self, redacted: Mapping[str, Any]) -> None:
-        """config.json, atomically (never a 0-byte or torn file), with the run marker."""
+        """config.json, atomically (never a 0-byte or torn file), with the run marker; then
+        the same config as EvalScope's ``configs/task_config.yaml`` (keys sorted, as
+        EvalScope dumps it), its ``model_id`` resolved."""
         data = {"schema_version": SCHEMA_VERSION, "format": RUN_MARKER, **redacted}
         atomic_write(self.run_dir / "config.json", orjson.dumps(data, option=orjson.OPT_INDENT_2),
+                     hint=self.resume_hint)
+        model_id = redacted.get("model_id") or default_model_id(str(redacted.get("model") or ""))
+        text = yaml.safe_dump({**redacted, "model_id": model_id}, allow_unicode=True,
+                              default_flow_style=False)
+        atomic_write(self.run_dir / "configs" / "task_config.yaml", text.encode(),
                      hint=self.resume_hint)
 
     def _append(self, path: Path, key_fields: tuple[str, ...], row: Mapping[str, Any]) -> None:
@@ -333,10 +361,14 @@ class RunStore:
         row = {"dataset": dataset, "subset": subset, "problem": problem}
         self._append(self.run_dir / "skipped.jsonl", ("dataset", "subset", "problem"), row)
 
-    def write_report(self, dataset: str, report: Mapping[str, Any]) -> Path:
-        path = self.report_file(dataset)
-        atomic_write(path, orjson.dumps(report, option=orjson.OPT_INDENT_2, default=str),
+    def write_report(self, dataset: str, report: Mapping[str, Any],
+                     evalscope: Mapping[str, Any]) -> Path:
+        """groundscope's ``report`` and its ``evalscope``-schema twin; the latter's path."""
+        atomic_write(self.report_file(dataset),
+                     orjson.dumps(report, option=orjson.OPT_INDENT_2, default=str),
                      hint=self.resume_hint)
+        path = self.evalscope_report_file(dataset)
+        atomic_write(path, orjson.dumps(evalscope, option=orjson.OPT_INDENT_2), hint=self.resume_hint)
         return path
 
     def close(self) -> None:

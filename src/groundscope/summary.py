@@ -3,6 +3,8 @@ skipped. The runner's plan counts into it; the JSON report (``report/model.py``)
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["Summary"]
@@ -22,3 +24,21 @@ class Summary(BaseModel):
     errors_by_kind: dict[str, int] = Field(default_factory=dict)
     unscored: dict[str, int] = Field(default_factory=dict)  # subset -> predictions without a score
     warnings: list[str] = Field(default_factory=list)  # one line each, shown with the table
+
+    def why_nothing(self, skipped_file: Path) -> str | None:
+        """Why no sample was answered (every record bad, every request failed, no record),
+        or None when one was.
+
+        >>> Summary(skipped=3).why_nothing(Path("run/skipped.jsonl"))
+        'all 3 records were bad, see run/skipped.jsonl'
+        """
+        if self.succeeded:
+            return None
+        if self.skipped and not self.requested:
+            return f"all {self.skipped} records were bad, see {skipped_file}"
+        if self.requested and not self.skipped:
+            return f"all {self.requested} requests failed (the predictions files say why)"
+        if self.requested:
+            return (f"{self.skipped} records were bad (see {skipped_file}) and the "
+                    f"{self.requested} requests failed")
+        return "the dataset has no records"

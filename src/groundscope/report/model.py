@@ -7,6 +7,7 @@ The JSON files under ``reports/<model>/<dataset>.json`` are part of the public A
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -68,18 +69,42 @@ class DatasetReport(_Model):
         return row.score if row else None
 
 
-class Report(_Model):
-    """What ``run_task`` returns: every dataset's report plus where the run lives."""
+class Report(Mapping[str, DatasetReport]):
+    """What ``run_task`` returns: a mapping from dataset name to that dataset's report, as
+    EvalScope's ``run_task`` returns (``result["general_vqa"]``), plus where the run lives.
 
-    run_dir: str
-    model: str
-    datasets: list[DatasetReport]
+    >>> rep = DatasetReport(model="m", dataset="general_vqa", pretty_name="General-VQA",
+    ...                     primary_metric="rouge-l-r", subsets=["s"], summary=Summary(),
+    ...                     metrics=[MetricRow(metric="rouge-l-r", subset="s", num=2, score=0.5)])
+    >>> report = Report(run_dir="outputs/run", model="m", datasets=[rep])
+    >>> list(report), report["general_vqa"].score(), "general_vmcq" in report
+    (['general_vqa'], 0.5, False)
+    """
+
+    __slots__ = ("_by_name", "datasets", "model", "run_dir")
+
+    def __init__(self, run_dir: str, model: str, datasets: Sequence[DatasetReport]) -> None:
+        self.run_dir = str(run_dir)
+        self.model = model
+        self.datasets = list(datasets)
+        self._by_name = {d.dataset: d for d in self.datasets}
+
+    def __getitem__(self, name: str) -> DatasetReport:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise KeyError(f"{name!r} is not a dataset of this run "
+                           f"(its datasets: {', '.join(self._by_name) or 'none'})") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
 
     def dataset(self, name: str) -> DatasetReport:
-        for d in self.datasets:
-            if d.dataset == name:
-                return d
-        raise KeyError(name)
+        """The report of dataset ``name`` (``report[name]``)."""
+        return self[name]
 
     def table(self) -> str:
         from groundscope.report.table import render_table
@@ -88,3 +113,6 @@ class Report(_Model):
 
     def __str__(self) -> str:
         return self.table()
+
+    def __repr__(self) -> str:
+        return f"Report(run_dir={self.run_dir!r}, model={self.model!r}, datasets={list(self)!r})"

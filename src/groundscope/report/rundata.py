@@ -1,7 +1,8 @@
 """Read a finished run directory for the HTML report and for run comparison (read-only).
 
-Everything here works from the files alone (``config.json``, ``reports/``, ``predictions/``,
-``reviews/``, ``skipped.jsonl``): no dataset is re-read, no scorer runs, nothing is written.
+Everything here works from the files alone (``config.json``, groundscope's reports
+``reports/<model>/<dataset>.groundscope.json``, ``predictions/``, ``reviews/``,
+``skipped.jsonl``): no dataset is re-read, no scorer runs, nothing is written.
 
 A sample's *outcome* under its dataset's primary metric is one of:
 
@@ -20,10 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from groundscope.compat import default_model_id
 from groundscope.jsonl import read_jsonl
 from groundscope.report.model import DatasetReport
 from groundscope.rundir import read_run_config
-from groundscope.store import safe_name, saved_media_roots
+from groundscope.store import REPORT_SUFFIX, safe_name, saved_media_roots
 
 PASS_THRESHOLD = 0.5
 OUTCOMES = ("pass", "fail", "errored", "excluded")
@@ -142,20 +144,30 @@ class RunData:
                 left -= len(latest)
 
 
+def report_files(folder: Path, schema_version: int) -> list[Path]:
+    """groundscope's report files in ``reports/<model>/``: ``<dataset>.groundscope.json``;
+    in a run directory of schema 1 (before EvalScope's files took ``<dataset>.json``),
+    ``<dataset>.json``."""
+    if not folder.is_dir():
+        return []
+    return sorted(folder.glob(f"*{REPORT_SUFFIX}" if schema_version >= 2 else "*.json"))
+
+
 def load_run(run_dir: str | Path) -> RunData:
     """Read a run directory's config, reports and skipped records (samples are streamed)."""
     root = Path(run_dir)
     config = read_run_config(root)
-    model = str(config.get("model_id") or config.get("model") or "model")
+    model = str(config.get("model_id") or default_model_id(str(config.get("model") or "model")))
     model_dir = safe_name(model)
     if not (root / "predictions" / model_dir).is_dir():
         others = sorted(p.name for p in (root / "predictions").glob("*") if p.is_dir())
         model_dir = others[0] if others else model_dir
     run = RunData(root, config, model, model_dir)
-    report_dir = root / "reports" / model_dir
     order = {name: i for i, name in enumerate(config.get("datasets") or [])}
-    paths = sorted(report_dir.glob("*.json")) if report_dir.is_dir() else []
-    reports = [DatasetReport.model_validate_json(p.read_bytes()) for p in paths]
+    version = config.get("schema_version")
+    reports = [DatasetReport.model_validate_json(p.read_bytes())
+               for p in report_files(root / "reports" / model_dir,
+                                     version if isinstance(version, int) else 1)]
     run.reports = sorted(reports, key=lambda r: (order.get(r.dataset, len(order)), r.dataset))
     skipped = root / "skipped.jsonl"
     if skipped.exists():

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from decimal import ROUND_FLOOR, Decimal
 from typing import Any, Protocol
 
 from groundscope.bounds import MAX_REFERENCES
@@ -89,19 +91,18 @@ def metric_label(key: str) -> str:
 
 
 def format_score(value: float | None) -> str:
-    """A score as a percentage with at most one decimal.
+    """A score as EvalScope's table shows it: the score as its report stores it (4 decimals),
+    as a percentage rounded half-up to one decimal, trailing zeros dropped
+    (``evalscope/metrics/semantics/formatting.py``).
 
     >>> format_score(0.24), format_score(0.3125), format_score(0.007), format_score(None)
-    ('24%', '31.2%', '0.7%', 'n/a')
+    ('24%', '31.3%', '0.7%', 'n/a')
     """
-    if value is None:
+    if value is None or not math.isfinite(value):
         return "n/a"
-    text = f"{value * 100:.1f}"
-    if text.endswith(".0"):
-        text = text[:-2]
-    if text == "-0":
-        text = "0"
-    return f"{text}%"
+    tenths = Decimal(str(round(value, 4) * 100)) * 10 + Decimal("0.5")
+    rounded = tenths.to_integral_value(rounding=ROUND_FLOOR) / 10
+    return f"{format(rounded.normalize(), 'f') if rounded else '0'}%"
 
 
 def render_table(reports: Sequence[DatasetView]) -> str:
@@ -115,7 +116,9 @@ def render_table(reports: Sequence[DatasetView]) -> str:
             rows.append([rep.model, rep.pretty_name, metric_label(r.metric), subset, r.num,
                          format_score(r.score)])
     headers = ["Model", "Dataset", "Metric", "Subset", "Num", "Score"]
-    return tabulate(rows, headers=headers, tablefmt="grid", colalign=("left",) * 4 + ("right",) * 2)
+    # EvalScope's look (evalscope/report/combinator.py): box-drawing "simple_grid", tabulate's
+    # default alignment (Num right, the formatted Score left)
+    return tabulate(rows, headers=headers, tablefmt="simple_grid")
 
 
 def cut_notes(extra: Mapping[str, Any]) -> list[str]:
