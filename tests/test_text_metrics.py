@@ -455,9 +455,7 @@ def test_scores_bit_identical_on_repetitive_tokens() -> None:
 
 
 @pytest.mark.parametrize("collocations", [True, False])
-def test_sentence_shortcuts_with_trained_parameters(
-    collocations: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_sentence_shortcuts_with_trained_parameters(collocations: bool) -> None:
     """With trained parameters (as with punkt_tab installed: orthographic context,
     collocations) the sentence shortcuts still agree with Punkt."""
     from nltk.tokenize.punkt import PunktSentenceTokenizer, PunktTrainer
@@ -469,7 +467,6 @@ def test_sentence_shortcuts_with_trained_parameters(
     assert params.ortho_context and params.collocations
     if not collocations:
         params.collocations = set()
-    monkeypatch.setattr(E, "punkt_parameters", lambda: params)
-    english, punkt = E.EnglishTokenizer(), PunktSentenceTokenizer(params)
+    english, punkt = E.EnglishTokenizer(params), PunktSentenceTokenizer(params)
     for text in _word_texts(79, 1500) + _atom_texts(83, 500):
         assert english.sentences(text) == punkt.tokenize(text), repr(text)
