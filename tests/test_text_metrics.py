@@ -3,7 +3,6 @@ reference libraries (NLTK ``sentence_bleu``, ``rouge_chinese``) on generated pai
 
 from __future__ import annotations
 
-import doctest
 import itertools
 import random
 import subprocess
@@ -324,14 +323,6 @@ def test_import_is_lazy() -> None:
         "t.rouge('a b', 'a c'); assert not {'nltk', 'jieba'} & set(sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
-
-
-def test_docstring_examples_run() -> None:
-    from groundscope.scoring import text
-
-    for module in (T, text):
-        result = doctest.testmod(module)
-        assert result.attempted >= 3 and result.failed == 0, module.__name__
 
 
 # ---------------------------------------------------------------- shortcuts vs NLTK
