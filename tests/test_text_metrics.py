@@ -1,4 +1,4 @@
-"""BLEU / ROUGE: SPEC section 7 reference vectors, tokenization, and agreement with the
+"""BLEU / ROUGE: reference vectors, tokenization, and agreement with the
 reference libraries (NLTK ``sentence_bleu``, ``rouge_chinese``) on generated pairs."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ REFERENCE_VECTORS = [
 
 
 @pytest.mark.parametrize(("pred", "ref", "bleus", "rouge1", "rougel"), REFERENCE_VECTORS)
-def test_spec_reference_vectors(
+def test_reference_vectors(
     pred: str,
     ref: str,
     bleus: tuple[float, ...],
@@ -63,7 +63,7 @@ def test_spec_reference_vectors(
     assert [r[f"rouge-l-{s}"] for s in "rpf"] == pytest.approx(rougel, abs=1e-6)
 
 
-def test_spec_case_sensitive_row() -> None:
+def test_case_sensitive_row() -> None:
     assert bleu("dog", "Dog") == dict.fromkeys(BLEU_KEYS, 0.0)
     assert rouge("dog", "Dog") == dict.fromkeys(ROUGE_KEYS, 0.0)
 

@@ -78,7 +78,7 @@ GroundingMetric = Literal["grounding", "completeness", "consistency"]
 
 
 class GroundingConfig(_Strict):
-    """``judge.grounding={...}``: the judge-driven grounding metrics (SPEC section 9).
+    """``judge.grounding={...}``: the judge-driven grounding metrics (README: Grounding metrics).
 
     ``metrics`` are added to every free-form dataset's metrics (they can also be listed in
     ``dataset_args.<name>.metric_list`` without this block). ``models`` overrides the judge
@@ -104,7 +104,7 @@ class GroundingConfig(_Strict):
 
 
 class JudgeConfig(_Strict):
-    """``judge={...}``: how free-form answers are judged (SPEC section 8)."""
+    """``judge={...}``: how free-form answers are judged (README: LLM judge)."""
 
     strategy: Literal["auto", "rule", "llm", "llm_recall"] = "auto"
     models: list[JudgeModel] = Field(default_factory=list)
