@@ -24,7 +24,7 @@ English shortcuts, each exactly NLTK's result (tests compare with NLTK on target
   space next to a non-space or a word boundary; the final split ignores runs).
 * A ``(?i)`` contraction runs only if its literal is in the (ASCII, lower-cased) text; for
   other text one case-insensitive search decides for all.
-* NLTK >= 3.10 wraps its patterns in a timeout guard (``nltk.redos.TimedPattern``: a
+* Recent NLTK wraps its patterns in a timeout guard (``nltk.redos.TimedPattern``: a
   ``regex`` pattern behind a Python call per match); the steps here use the same pattern
   compiled again from its public ``pattern`` and ``flags`` (:func:`unwrapped`).
 """
@@ -36,9 +36,12 @@ import re
 import string
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["EnglishTokenizer", "english", "punkt_parameters", "warm_up"]
+if TYPE_CHECKING:
+    from nltk.tokenize.punkt import PunktParameters
+
+__all__ = ["EnglishTokenizer", "english", "find_punkt_tab", "punkt_parameters", "unwrapped", "warm_up"]
 
 _CACHE_SIZE = 4096
 
@@ -193,7 +196,7 @@ def find_punkt_tab() -> Any | None:
         return None
 
 
-def punkt_parameters() -> Any:
+def punkt_parameters() -> PunktParameters:
     """English ``PunktParameters``: NLTK's trained model when ``punkt_tab`` is installed
     (exactly what EvalScope uses), else ours: abbreviations and sentence starters only."""
     from nltk.tokenize.punkt import PunktParameters, load_punkt_params
@@ -217,7 +220,7 @@ class EnglishTokenizer:
     :func:`punkt_parameters`), then the ``NLTKWordTokenizer`` steps run in NLTK's order,
     skipping steps that cannot match. Building it imports nltk (~0.3 s of CPU)."""
 
-    def __init__(self, params: Any = None) -> None:
+    def __init__(self, params: PunktParameters | None = None) -> None:
         from nltk.tokenize import NLTKWordTokenizer as Word
         from nltk.tokenize.punkt import PunktLanguageVars, PunktSentenceTokenizer
 
