@@ -13,7 +13,10 @@ import contextvars
 import json
 import logging
 import os
+import pwd
 import shutil
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +28,7 @@ from groundscope.dataset import load_samples
 from groundscope.errors import MediaError, RecordError
 from groundscope.runner import iter_samples, plan_dataset
 from groundscope.simulator import SimBehaviour, SimulatorServer
-from groundscope.types import MediaRef, Modality
+from groundscope.types import MediaRef, Modality, Sample
 from reliability_support import run_cli
 
 CORPUS = Path(__file__).resolve().parent / "bad_inputs"
@@ -81,17 +84,57 @@ def test_one_exact_line_per_bad_record(name: str, warnings_seen: list[str], tmp_
     assert good == (1 if case["kind"] == "warning" else 0)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
-def test_unreadable_media_file(tmp_path: Path) -> None:
-    image = tmp_path / "locked.jpg"
-    shutil.copy(CORPUS / "media" / "good.jpg", image)
-    image.chmod(0)
-    line = json.dumps({"messages": [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": "locked.jpg"}}]}]})
-    (tmp_path / "d.jsonl").write_text(line + "\n")
-    (item,) = [it for _, it in load_samples("general_vqa", tmp_path / "d.jsonl")]
-    assert str(item) == (f"{tmp_path}/d.jsonl:1: messages[0].content[0].image_url.url: "
-                         f"cannot read {image}: Permission denied")
+def _unprivileged(fn: Callable[[], str]) -> str:
+    """``fn()``, in a forked child running as 'nobody' when this process is root (root reads
+    files whatever their mode; CI runs as root), else here. ``fn`` must need no new imports:
+    the child may not be able to read the interpreter's files."""
+    if os.geteuid() != 0:
+        return fn()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop privileges, run, send the result back, never return
+        code = 1
+        try:
+            os.close(read)
+            nobody = pwd.getpwnam("nobody")
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+            os.write(write, fn().encode())
+            code = 0
+        except BaseException as exc:
+            os.write(write, f"{type(exc).__name__}: {exc}".encode())
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        out = pipe.read().decode()
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0, out
+    return out
+
+
+def test_unreadable_media_file() -> None:
+    root = Path(tempfile.mkdtemp(prefix="groundscope-unreadable-"))  # not under root's 0700 dirs
+    try:
+        root.chmod(0o755)
+        for name in ("warm.jpg", "locked.jpg"):
+            shutil.copy(CORPUS / "media" / "good.jpg", root / name)
+            line = json.dumps({"messages": [{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": name}}]}]})
+            (root / f"{name}.jsonl").write_text(line + "\n")
+
+        def load_one(name: str) -> object:
+            (item,) = [it for _, it in load_samples("general_vqa", root / f"{name}.jsonl")]
+            return item
+
+        assert isinstance(load_one("warm.jpg"), Sample)  # readable (and every import done)
+        image = root / "locked.jpg"
+        image.chmod(0)
+        assert _unprivileged(lambda: str(load_one("locked.jpg"))) == (
+            f"{root}/locked.jpg.jsonl:1: messages[0].content[0].image_url.url: "
+            f"cannot read {image}: Permission denied")
+    finally:
+        shutil.rmtree(root)
 
 
 # ------------------------------------------------------------------ media guards

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import doctest
-
 import pytest
 
-from groundscope.scoring import choice
 from groundscope.scoring.choice import extract_choice, option_letters, strip_reasoning
 
 ABCD = option_letters(4)
@@ -90,7 +87,3 @@ def test_any_sequence_of_labels() -> None:
     assert extract_choice("ANSWER: B", "ABCD") == "B"
     assert extract_choice("ANSWER: B", []) is None
 
-
-def test_docstring_examples_run() -> None:
-    result = doctest.testmod(choice)
-    assert result.attempted > 5 and result.failed == 0

@@ -220,13 +220,3 @@ def test_metrics_enabled_by_list_or_block_and_need_a_model() -> None:
     with pytest.raises(ConfigError, match="'grounding' needs a judge model"):
         Runner(load_config(no_model))
 
-
-def test_doctests() -> None:
-    import doctest
-    import importlib
-
-    for name in ("scoring.normalise", "scoring.grounding_prompt", "scoring.grounding",
-                 "scoring.consistency", "dataset.vqa", "metrics"):
-        module = importlib.import_module(f"groundscope.{name}")
-        result = doctest.testmod(module)
-        assert result.failed == 0 and result.attempted > 0, name

@@ -206,6 +206,17 @@ def test_metrics_table_and_charts(report_page: Page, runs: tuple[Path, Path]) ->
     assert report_page.errors == []
 
 
+def test_the_page_says_how_its_intervals_are_made(runs: tuple[Path, Path]) -> None:
+    """Large runs use the normal approximation, not the bootstrap: the note says both."""
+    from groundscope.metrics import BOOTSTRAP_MAX_N
+
+    text = (runs[0] / "report.html").read_text()
+    assert "CIs are 95% intervals of the mean" in text
+    assert f"a percentile bootstrap of 1,000 resamples up to {BOOTSTRAP_MAX_N:,} samples" in text
+    assert "the normal approximation (mean ± 1.96 standard errors) above" in text
+    assert "bootstrap intervals of the mean" not in text
+
+
 def test_filters_and_search(report_page: Page, runs: tuple[Path, Path]) -> None:
     page, p = report_page, report_page.page
     preds = saved_predictions(runs[0])

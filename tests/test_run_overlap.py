@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from aiohttp import web
 
 from groundscope import run_task
 from groundscope.scoring import tokenize
-from groundscope.simulator import SimBehaviour, SimulatorServer
+from groundscope.simulator import SimBehaviour, SimRequest, SimulatorServer
 from media_fixtures import image_bytes, write, write_jsonl
 
 
@@ -77,29 +78,29 @@ def test_records_are_read_only_a_little_ahead_of_free_model_slots(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Memory follows the concurrency: at any moment at most ``eval_batch_size`` + 16 records
     are read and not yet answered, however long the dataset (and however many may be
-    scored at once)."""
-    from groundscope import runner as R
+    scored at once). Read: yielded by ``groundscope.dataset.load_samples``; answered: the
+    simulator's responder ran (just before the reply is sent)."""
+    import groundscope.dataset
 
     reads, answered, worst = [0], [0], [0]
-    items, count = R.Runner._items, R.Runner._count
+    load = groundscope.dataset.load_samples
 
-    def counting_items(self):
-        for item in items(self):
+    def counting_load(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        for item in load(*args, **kwargs):
             reads[0] += 1
             worst[0] = max(worst[0], reads[0] - answered[0])
             yield item
 
-    def counting_count(self, *args, **kwargs):
-        answered[0] += 1
-        return count(self, *args, **kwargs)
+    def counting_responder(req: SimRequest) -> None:
+        answered[0] += 1  # and the oracle answers
 
-    monkeypatch.setattr(R.Runner, "_items", counting_items)
-    monkeypatch.setattr(R.Runner, "_count", counting_count)
+    monkeypatch.setattr(groundscope.dataset, "load_samples", counting_load)
     data = _dataset(tmp_path / "data", [f"answer {i}" for i in range(200)])
-    with _FirstWaveGate(behaviour=SimBehaviour(latency_ms=50), wave=32) as url:  # slots stay busy
+    with _FirstWaveGate(behaviour=SimBehaviour(latency_ms=50), wave=32,  # slots stay busy
+                        responders=[counting_responder]) as url:
         report = run_task({"model": "m", "api_url": url, "datasets": ["general_vqa"],
                            "dataset_args": {"general_vqa": {"local_path": str(data)}},
                            "work_dir": str(tmp_path / "out"), "eval_batch_size": 32,
                            "judge_concurrency": 64})
-    assert report.datasets[0].summary.succeeded == 200 == reads[0]
-    assert 32 <= worst[0] <= 32 + R._READ_AHEAD
+    assert report.datasets[0].summary.succeeded == 200 == reads[0] == answered[0]
+    assert 32 <= worst[0] <= 32 + 16

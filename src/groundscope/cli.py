@@ -354,14 +354,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> int:
-    """The ``groundscope`` command: :func:`main`, then a quick exit. Everything is written
-    and closed by then; freezing the heap spares the interpreter's final garbage collection
-    (~50 ms after a run), while exit handlers still run."""
-    code = main()
-    import gc
-
-    gc.freeze()
-    return code
+    """The ``groundscope`` command (``pyproject.toml``'s script): :func:`main` on ``sys.argv``."""
+    return main()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -92,7 +92,7 @@ GroundingMetric = Literal["grounding", "completeness", "consistency"]
 
 
 class GroundingConfig(_Strict):
-    """``judge.grounding={...}``: the judge-driven grounding metrics (SPEC section 9).
+    """``judge.grounding={...}``: the judge-driven grounding metrics (README: Grounding metrics).
 
     ``metrics`` are added to every free-form dataset's metrics (they can also be listed in
     ``dataset_args.<name>.metric_list`` without this block). ``models`` overrides the judge
@@ -129,7 +129,7 @@ class GroundingConfig(_Strict):
 
 
 class JudgeConfig(_Strict):
-    """``judge={...}``: how free-form answers are judged (SPEC section 8).
+    """``judge={...}``: how free-form answers are judged (README: LLM judge).
 
     A judge reply longer than ``max_reply_chars`` is not parsed: it counts as a broken
     reply (a repair turn, which quotes only its first ``max_reply_chars`` characters).

@@ -1,4 +1,5 @@
-"""Scores -> metric results: the mean per subset, an OVERALL row, a 95% bootstrap CI.
+"""Scores -> metric results: the mean per subset, an OVERALL row, a 95% CI (a percentile
+bootstrap up to ``BOOTSTRAP_MAX_N`` samples, the normal approximation above).
 
 Only ``ScoreStatus.OK`` scores enter a mean; the others are counted as ``excluded`` so the
 report can say how many samples a number rests on. OVERALL is the mean over all samples
@@ -32,7 +33,7 @@ from typing import Any
 from groundscope.types import MetricResult, Score, ScoreStatus
 
 OVERALL = "OVERALL"
-_BOOTSTRAP_MAX_N = 1000  # above this the normal approximation is used (CLT; agrees to ~1e-3)
+BOOTSTRAP_MAX_N = 1000  # above this the normal approximation is used (CLT; agrees to ~1e-3)
 
 
 def category_of(metadata: Mapping[str, Any]) -> str | None:
@@ -179,7 +180,7 @@ def bootstrap_ci(values: Sequence[float], *, seed: int = 0, resamples: int = 100
     if n == 0 or (weights is not None and math.fsum(weights) <= 0):
         return (float("nan"), float("nan"))
     alpha = (1.0 - level) / 2.0
-    if n > _BOOTSTRAP_MAX_N:  # pure Python: a large run's report does not import numpy
+    if n > BOOTSTRAP_MAX_N:  # pure Python: a large run's report does not import numpy
         return _normal_ci(values, weights, alpha)
     import numpy as np
 

@@ -33,6 +33,7 @@ from groundscope.errors import (
     RecordError,
     one_error,
 )
+from groundscope.memory import TRIM_EVERY, release_free_memory
 from groundscope.metrics import category_of
 from groundscope.plan import DatasetRun, Item, iter_samples, plan_dataset, run_media_roots
 from groundscope.progress import Progress
@@ -254,6 +255,8 @@ class Runner:
         async with self._score_slots:
             await self._score(item, pred, req_hash, reuse=cached)
         self._progress.advance(self._errored)
+        if self._progress.done % TRIM_EVERY == 0:
+            release_free_memory()  # the payloads' freed pages: see groundscope/memory.py
 
     async def _obtain_prediction(self, client: Any, item: Item) -> tuple[Prediction, str, bool]:
         """The prediction (from the resume cache or the model), stored before returning."""

@@ -18,7 +18,7 @@ exception, as in EvalScope, is a text segment that is whitespace only (between t
 placeholders, or after the last one), which is not sent. A prompt without media is sent as a
 plain string.
 
-Media (SPEC 4/5): every non-empty media column is validated, referenced or not
+Media: every non-empty media column is validated, referenced or not
 (``media.check``: the file exists inside the allowed media roots and decodes, its bytes are
 of its kind, the format is supported); a bad one makes the record bad, naming the column.
 Per modality, the list column (``images``...) is ignored when *any* indexed column of that

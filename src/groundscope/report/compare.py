@@ -141,23 +141,32 @@ class Comparison:
     primary: dict[str, str | None]
 
 
+@dataclass
+class _DatasetRows:
+    """What a dataset's comparison rows range over; dicts as ordered sets (first appearance)."""
+
+    pretty: str
+    metrics: dict[str, None] = field(default_factory=dict)
+    subsets: dict[str, None] = field(default_factory=dict)
+
+
 def _layout(runs: list[RunSide]) -> list[tuple[str, str, list[str], list[str]]]:
-    """(dataset, pretty name, metrics, subsets) in order of first appearance."""
-    out: dict[str, tuple[str, list[str], list[str]]] = {}
+    """(dataset, pretty name, metrics, subsets) in order of first appearance: each run's
+    report first, then the scores it pooled."""
+    layout: dict[str, _DatasetRows] = {}
     for side in runs:
         for name in side.data.datasets():
             rep = side.data.report(name)
-            _, metrics, subsets = out.setdefault(name, (rep.pretty_name if rep else name, [], []))
-            for m in [r.metric for r in rep.metrics] if rep else []:
-                if m not in metrics:
-                    metrics.append(m)
-            subsets += [s for s in (rep.subsets if rep else []) if s not in subsets]
-            for (ds, sub, m) in side.pooled:
-                if ds == name and sub not in subsets:
-                    subsets.append(sub)
-                if ds == name and m not in metrics:
-                    metrics.append(m)
-    return [(name, pretty, metrics, subsets) for name, (pretty, metrics, subsets) in out.items()]
+            rows = layout.setdefault(name, _DatasetRows(rep.pretty_name if rep else name))
+            if rep is not None:
+                rows.metrics.update(dict.fromkeys(r.metric for r in rep.metrics))
+                rows.subsets.update(dict.fromkeys(rep.subsets))
+            for ds, subset, metric in side.pooled:
+                if ds == name:
+                    rows.subsets[subset] = None
+                    rows.metrics[metric] = None
+    return [(name, rows.pretty, list(rows.metrics), list(rows.subsets))
+            for name, rows in layout.items()]
 
 
 def _row(runs: list[RunSide], ds: str, pretty: str, subset: str, metric: str,

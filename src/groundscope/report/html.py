@@ -22,7 +22,7 @@ import orjson
 
 from groundscope.fileio import atomic_write
 from groundscope.media import media_roots_in_force
-from groundscope.metrics import OVERALL
+from groundscope.metrics import BOOTSTRAP_MAX_N, OVERALL
 from groundscope.report.embed import DEFAULT_BUDGET, MediaTable
 from groundscope.report.model import DatasetReport
 from groundscope.report.page import asset, render_page, table
@@ -145,7 +145,9 @@ def _metrics_section(run: RunData) -> str:
                "95% CI high", "Excluded"]
     note = ("<p class=\"gs-note\">Scores are means over the samples with a usable score; "
             "<i>Excluded</i> counts samples left out of a mean (request failed, no reference, "
-            "judge failure). CIs are 95% bootstrap intervals of the mean.</p>")
+            "judge failure). CIs are 95% intervals of the mean (of the ratio for a ratio "
+            f"metric): a percentile bootstrap of 1,000 resamples up to {BOOTSTRAP_MAX_N:,} "
+            "samples, the normal approximation (mean ± 1.96 standard errors) above.</p>")
     return (f'<section id="metrics"><h2>Metrics</h2>{note}'
             f'{table(headers, rows, cls="gs-table gs-metrics", numeric={4, 5, 6, 7, 8})}</section>')
 

@@ -6,7 +6,7 @@ judge's verdict, and under ``llm_recall`` the ROUGE-L recall scorer is wrapped s
 can recover its misses. :func:`metric_names` applies EvalScope's switch of a free-form
 dataset's default metrics to ``Accuracy`` under ``llm``.
 
-The grounding metrics (``grounding``, ``completeness``, ``consistency``; SPEC section 9,
+The grounding metrics (``grounding``, ``completeness``, ``consistency``; README: Grounding metrics,
 ``scoring/grounding.py``, ``scoring/consistency.py``) are judge-driven too: they use the
 grounding block's models, else the judge block's, whatever the judge strategy. They are
 listed in ``metric_list`` or added to every free-form dataset by a ``judge.grounding`` block.

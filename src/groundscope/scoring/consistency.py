@@ -1,4 +1,4 @@
-"""Consistency: do paraphrases of one question about one image get the same answer? (SPEC 9)
+"""Consistency: do paraphrases of one question about one image get the same answer?
 
 A *group* is the samples of one subset that share a ``group`` id (records with the same
 ``group`` field, or the samples a record's ``paraphrases`` list expands into), per repeat.

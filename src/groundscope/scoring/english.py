@@ -2,12 +2,11 @@
 
 Punkt sentence split (NLTK's trained ``punkt_tab`` parameters when that model is installed,
 else ours: common abbreviations and sentence starters), then ``NLTKWordTokenizer``'s steps
-per sentence. Built once, lazily, on first use or by ``warm_up``.
-
-Spec cache (``english_spec.py``): what the tokenizer takes from nltk is data, kept as a
-checked JSON file in the user cache dir, so a build usually does not import nltk (~0.3 s of
-CPU). Contexts the shortcuts below leave undecided ask NLTK's Punkt, imported then on first
-need; ``needs_nltk_often`` says when that is common.
+per sentence. Built once, on first use or by ``warm_up`` (a run does it in a background
+thread while its first requests are in flight), from NLTK's public objects: the
+``NLTKWordTokenizer`` class's step lists, a ``PunktLanguageVars`` and a
+``PunktSentenceTokenizer`` over the parameters. Contexts the shortcuts below leave undecided
+ask that Punkt (``text_contains_sentbreak``), memoised.
 
 English shortcuts, each exactly NLTK's result (tests compare with NLTK on targeted input):
 
@@ -25,32 +24,24 @@ English shortcuts, each exactly NLTK's result (tests compare with NLTK on target
   space next to a non-space or a word boundary; the final split ignores runs).
 * A ``(?i)`` contraction runs only if its literal is in the (ASCII, lower-cased) text; for
   other text one case-insensitive search decides for all.
+* Recent NLTK wraps its patterns in a timeout guard (``nltk.redos.TimedPattern``: a
+  ``regex`` pattern behind a Python call per match); the steps here use the same pattern
+  compiled again from its public ``pattern`` and ``flags`` (:func:`unwrapped`).
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 import re
 import string
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from groundscope.scoring.english_spec import (
-    Parts,
-    bare,
-    find_punkt_tab,
-    parts_from_nltk,
-    read_spec,
-    spec_location,
-    write_spec,
-)
-from groundscope.scoring.english_spec import origin as spec_origin
+if TYPE_CHECKING:
+    from nltk.tokenize.punkt import PunktParameters
 
-__all__ = ["EnglishTokenizer", "english", "needs_nltk_often", "punkt_parameters", "warm_up"]
-
-log = logging.getLogger("groundscope")
+__all__ = ["EnglishTokenizer", "english", "find_punkt_tab", "punkt_parameters", "unwrapped", "warm_up"]
 
 _CACHE_SIZE = 4096
 
@@ -121,8 +112,6 @@ Planned = tuple[Callable[[str], bool] | None, Callable[[str], str]]  # (test, su
 _BACKREF = re.compile(r"\\(?:\d+|g<\w+>)")
 
 
-
-
 def _replacer(pairs: tuple[tuple[str, str], ...]) -> Callable[[str], str]:
     def replace(text: str) -> str:
         for old, new in pairs:
@@ -133,7 +122,7 @@ def _replacer(pairs: tuple[tuple[str, str], ...]) -> Callable[[str], str]:
 
 
 def _step(pattern: Any, replacement: str) -> Step:
-    compiled = bare(pattern)
+    compiled = unwrapped(pattern)
     source = compiled.pattern
     literals = _LITERALS.get(source, ())
     if literals and all(compiled.fullmatch(literal) for literal in literals):
@@ -177,7 +166,37 @@ def _contraction_literal(pattern: Any) -> str | None:
     return (found.group(1) + found.group(2)).lower()
 
 
-def punkt_parameters() -> Any:
+def unwrapped(pattern: Any) -> Any:
+    """``pattern`` as a compiled ``re`` or ``regex`` pattern: NLTK's timeout wrapper (any other
+    object with ``pattern`` and ``flags``, over a ``regex`` pattern) is compiled again from
+    those, with ``regex``, as NLTK compiled it.
+
+    >>> from nltk.tokenize import NLTKWordTokenizer
+    >>> nltk_pattern, _ = NLTKWordTokenizer.STARTING_QUOTES[0]
+    >>> ours = unwrapped(nltk_pattern)
+    >>> (ours.pattern, ours.flags) == (nltk_pattern.pattern, nltk_pattern.flags)
+    True
+    """
+    if isinstance(pattern, re.Pattern):
+        return pattern
+    import regex  # nltk's own dependency: its wrapped patterns are regex patterns
+
+    if isinstance(pattern, regex.Pattern):
+        return pattern
+    return regex.compile(pattern.pattern, pattern.flags)
+
+
+def find_punkt_tab() -> Any | None:
+    """nltk's pointer to the English ``punkt_tab`` model, or None when it finds none."""
+    import nltk
+
+    try:
+        return nltk.data.find("tokenizers/punkt_tab/english/")
+    except (LookupError, OSError, ValueError):
+        return None
+
+
+def punkt_parameters() -> PunktParameters:
     """English ``PunktParameters``: NLTK's trained model when ``punkt_tab`` is installed
     (exactly what EvalScope uses), else ours: abbreviations and sentence starters only."""
     from nltk.tokenize.punkt import PunktParameters, load_punkt_params
@@ -194,67 +213,29 @@ def punkt_parameters() -> Any:
     return params
 
 
-def _punkt() -> Any:
-    """NLTK's ``PunktSentenceTokenizer`` with our parameters, its patterns unwrapped."""
-    from nltk.tokenize import punkt
-
-    class LanguageVars(punkt.PunktLanguageVars):
-        __slots__ = ()
-        re_boundary_realignment = bare(punkt.PunktLanguageVars.re_boundary_realignment)
-
-        def period_context_re(self) -> Any:
-            return bare(super().period_context_re())
-
-        def _word_tokenizer_re(self) -> Any:
-            return bare(super()._word_tokenizer_re())
-
-    patterns = {n: bare(getattr(punkt.PunktToken, n)) for n in dir(punkt.PunktToken)
-                if n.startswith("_RE_")}
-    token = type("Token", (punkt.PunktToken,), {"__slots__": (), **patterns})
-    return punkt.PunktSentenceTokenizer(punkt_parameters(), lang_vars=LanguageVars(),
-                                        token_cls=token)
-
-
-def _load_tokenizer() -> EnglishTokenizer:
-    """The tokenizer from its spec when a valid one is cached, else built from nltk, whose
-    spec is then written for the next runs."""
-    location = spec_location()
-    if location is not None:
-        parts = read_spec(*location)
-        if parts is not None:
-            return EnglishTokenizer(parts)
-    origin = spec_origin() if location is not None else None
-    tokenizer = EnglishTokenizer()
-    if location is not None and origin is not None:
-        write_spec(location[0], tokenizer._parts, origin, location[1], _ABBREVIATIONS)
-    return tokenizer
-
-
 # ---------------------------------------------------------------- the tokenizer
 
 class EnglishTokenizer:
-    """NLTK's ``word_tokenize`` without downloaded data: Punkt with our parameters, then the
-    ``NLTKWordTokenizer`` steps run in NLTK's order, skipping steps that cannot match.
+    """NLTK's ``word_tokenize`` without downloaded data: Punkt with ``params`` (by default
+    :func:`punkt_parameters`), then the ``NLTKWordTokenizer`` steps run in NLTK's order,
+    skipping steps that cannot match. Building it imports nltk (~0.3 s of CPU)."""
 
-    Built from nltk (imported now), or from the parts of a cached spec: then NLTK's Punkt is
-    built when a context first needs it (:meth:`nltk_punkt`)."""
+    def __init__(self, params: PunktParameters | None = None) -> None:
+        from nltk.tokenize import NLTKWordTokenizer as Word
+        from nltk.tokenize.punkt import PunktLanguageVars, PunktSentenceTokenizer
 
-    def __init__(self, parts: Parts | None = None) -> None:
-        self._punkt: Any = None
-        if parts is None:
-            self._punkt = _punkt()
-            parts = parts_from_nltk(self._punkt)
-        self._parts = parts
-        self.from_spec = self._punkt is None  # built from a cached spec, without nltk
-        self._candidates = parts.period_context.finditer
-        self._realign = parts.boundary_realignment.match
-        self._abbreviations = parts.abbrev_types
-        self._word_period = None if parts.collocations else _WORD_PERIOD
-        self._nltk_break = functools.lru_cache(maxsize=_CACHE_SIZE)(self._punkt_break)
-        head = (*parts.starting_quotes, *parts.punctuation, parts.parens_brackets, parts.double_dashes)
+        params = punkt_parameters() if params is None else params
+        lang_vars = PunktLanguageVars()
+        punkt = PunktSentenceTokenizer(params, lang_vars=lang_vars)
+        self._candidates = unwrapped(lang_vars.period_context_re()).finditer
+        self._realign = unwrapped(lang_vars.re_boundary_realignment).match
+        self._abbreviations = frozenset(params.abbrev_types)
+        self._word_period = None if params.collocations else _WORD_PERIOD
+        self._nltk_break = functools.lru_cache(maxsize=_CACHE_SIZE)(punkt.text_contains_sentbreak)
+        head = (*Word.STARTING_QUOTES, *Word.PUNCTUATION, Word.PARENS_BRACKETS, Word.DOUBLE_DASHES)
         self._head = [_step(p, r) for p, r in head]
-        self._tail = [_step(p, r) for p, r in parts.ending_quotes]
-        contractions = (*parts.contractions2, *parts.contractions3)
+        self._tail = [_step(p, r) for p, r in Word.ENDING_QUOTES]
+        contractions = map(unwrapped, (*Word.CONTRACTIONS2, *Word.CONTRACTIONS3))
         self._contractions = [(_contraction_literal(p), functools.partial(p.sub, r" \1 \2 "))
                               for p in contractions]
         literals = [literal for literal, _ in self._contractions]
@@ -263,37 +244,6 @@ class EnglishTokenizer:
         gates = [step[0] for step in (*self._head, *self._tail) if step[0] is not None]
         self._gating = re.compile(f"[{re.escape(''.join(sorted(frozenset().union(*gates))))}]").findall
         self._plans: dict[frozenset[str], list[list[Planned]]] = {}  # by the gating characters found
-
-    @property
-    def needs_nltk_often(self) -> bool:
-        """Whether many texts need NLTK's Punkt: with collocations in the parameters (NLTK's
-        trained punkt_tab installed) "word. Next" contexts are not decided here."""
-        return self._word_period is None
-
-    def nltk_punkt(self) -> Any:
-        """NLTK's ``PunktSentenceTokenizer``, for the contexts the shortcuts do not decide:
-        built (importing nltk) by the first call, once whatever the threads."""
-        punkt = self._punkt
-        if punkt is None:
-            with _NLTK_LOCK:
-                punkt = self._punkt
-                if punkt is None:
-                    punkt = _punkt()
-                    self._agree(punkt._params)
-                    self._punkt = punkt
-        return punkt
-
-    def _agree(self, params: Any) -> None:
-        """Take NLTK's parameters if they differ from the spec's (punkt_tab installed or removed
-        since the spec was checked): the shortcuts and NLTK's Punkt must use the same."""
-        abbreviations, collocations = frozenset(params.abbrev_types), bool(params.collocations)
-        if abbreviations != self._abbreviations or collocations != self.needs_nltk_often:
-            log.debug("english tokenizer: Punkt parameters changed since the spec cache was read")
-            self._abbreviations = abbreviations
-            self._word_period = None if collocations else _WORD_PERIOD
-
-    def _punkt_break(self, context: str) -> bool:
-        return bool(self.nltk_punkt().text_contains_sentbreak(context))
 
     def _contains_break(self, context: str) -> bool:
         """Punkt's ``text_contains_sentbreak(context)``."""
@@ -382,30 +332,21 @@ class EnglishTokenizer:
 
 
 _BUILD_LOCK = threading.Lock()
-_NLTK_LOCK = threading.Lock()  # NLTK's Punkt for a tokenizer built from a spec
 
 
 @functools.cache
 def english() -> EnglishTokenizer:
+    """The English tokenizer, built on first call."""
     with _BUILD_LOCK:  # built once even when a warm-up thread and a scorer race for it
         return _english_once()
 
 
 @functools.cache
 def _english_once() -> EnglishTokenizer:
-    return _load_tokenizer()
+    return EnglishTokenizer()
 
 
-def needs_nltk_often() -> bool:
-    """Whether the English tokenizer will import nltk early in a run (NLTK's trained
-    ``punkt_tab`` is installed): a runner may then import it in a background thread."""
-    return english().needs_nltk_often
-
-
-def warm_up(nltk: bool | None = None) -> None:
-    """Build the English tokenizer now: a few ms from the spec cache, else importing nltk
-    (~0.3 s of CPU). With ``nltk`` (by default: when :func:`needs_nltk_often`), NLTK's Punkt
-    too. The runner does this in a background thread while the first requests are in flight."""
-    tokenizer = english()
-    if tokenizer.needs_nltk_often if nltk is None else nltk:
-        tokenizer.nltk_punkt()
+def warm_up() -> None:
+    """Build the English tokenizer now (importing nltk: ~0.3 s of CPU). The runner does
+    this in a background thread while the first requests are in flight."""
+    english()

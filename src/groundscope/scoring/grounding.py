@@ -1,4 +1,4 @@
-"""Grounding and completeness: an answer's claims checked against the image (SPEC section 9).
+"""Grounding and completeness: an answer's claims checked against the image.
 
 :class:`GroundingScorer` (``metric_list: [grounding]``), per answer:
 

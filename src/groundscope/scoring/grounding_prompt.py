@@ -1,5 +1,5 @@
 """The grounding steps' wire contracts: the requests a judge is sent and the replies it must give
-(pure; SPEC section 9).
+(pure; README: Grounding metrics).
 
 Every request is one user message whose first line is a marker (the offline simulator uses it
 to recognise the step), then the instructions, then the inputs quoted verbatim, each in its

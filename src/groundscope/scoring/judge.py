@@ -1,4 +1,4 @@
-"""The LLM judge panel: asks each judge model for a verdict and takes the majority (SPEC 8).
+"""The LLM judge panel: asks each judge model for a verdict and takes the majority.
 
 One :class:`JudgePanel` serves a whole run (``ScoringContext.shared``). Each judge model gets
 one ``ChatClient``, created on first use inside the running loop (concurrency

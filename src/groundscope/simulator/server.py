@@ -1,4 +1,4 @@
-"""The offline OpenAI-compatible model: a real aiohttp server on loopback (SPEC section 11).
+"""The offline OpenAI-compatible model: a real aiohttp server on loopback.
 
 It answers ``POST /v1/chat/completions`` from the dataset's own references with a set
 accuracy (a *noisy oracle*, ``oracle.py``), and injects failures (429 with

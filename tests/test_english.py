@@ -1,0 +1,149 @@
+"""The English tokenizer (``groundscope.scoring.english``) against NLTK's public
+``nltk.word_tokenize`` on ~300 texts: in this process, with the Punkt parameters nltk would
+use here, and in a fresh process where a trained ``punkt_tab`` model is installed, so that
+``nltk.word_tokenize`` itself runs unaided. Targeted inputs per shortcut are in
+tests/test_text_metrics.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from groundscope.scoring import english as E
+
+Tokenize = Callable[[str], list[str]]
+
+FIXED_TEXTS = [
+    "The cat sat on the mat.",
+    "Dr. Smith went to Washington. He arrived at 3 p.m. on Monday.",
+    "Animals, e.g. cats and dogs, are pets. Others, i.e. wolves, are not.",
+    "Wait... what? No! Really?! Yes.",
+    "1. First item 2. Second item 3. The third one.",
+    "The U.S. economy grew. The U.K. one did not.",
+    "\"I can't do it,\" she said. 'Why not?' he asked!",
+    "He said “hello” and left… Then he returned. ‘Fine,’ she said.",
+    "It costs $3.50 (roughly) -- or so; maybe 4% & more @ #1 *today*.",
+    "Tabs\tand\nnewlines\n\nbetween sentences. Yes.\r\nDone.",
+    "Mr. and Mrs. Jones live on Main St. in Springfield. They like it.",
+    "J. Bach wrote it. J. S. Bach, actually. A. Nother.",
+    "Gonna wanna gimme lemme cannot 'tis 'twas d'ye more'n gotta.",
+    "They'll say it's O'Neil's dog's bone, won't they? I'd think so. We're sure.",
+    "«Bonjour», dit-il. „Hallo“, sagte sie. Ça va.",
+    "A sentence without a final mark",
+    "",
+    "   ",
+    "No. 5 is next. No. It isn't.",
+    "Ellipsis at end...",
+    "(Parenthetical sentence.) Next sentence. [Another one.] Last.",
+    "Numbers: 1,000,000 and 3.14159 and 2.5e10. Then 4. Then five.",
+    "Emails like a.b@c.com and URLs like http://x.org/a?b=c. Fine!",
+    "End with quote.\" Next one starts. End with paren.) Next.",
+    "Em—dash and en–dash and -- double. Etc. etc. The end.",
+    "Johann S. Bach wrote. St. Paul is a city. Approx. five left.",
+]
+_WORDS = ["the", "cat", "The", "It", "He", "I", "A", "Mr.", "Dr.", "U.S.", "e.g.", "etc.", "3.14",
+          "1,000", "don't", "it's", "they'll", "cannot", "(left)", '"red"', "--", "J.", "5", "No.",
+          "Inc.", "café", "O'Neil", "dogs'", "'tis", "x.y", "“quoted”", "«fr»", "Johann", "Bach",
+          "St.", "approx."]
+_ENDINGS = ["", "", "", ".", ",", "!", "?", ":", ";", ".)", '."', "...", ".”", "!!", "?!"]
+_GAPS = [" ", " ", " ", "  ", "\n", "\t", " \n "]
+
+
+def _corpus(count: int = 300) -> list[str]:
+    rng = random.Random(5)
+    texts = list(FIXED_TEXTS)
+    while len(texts) < count:
+        texts.append("".join(rng.choice(_WORDS) + rng.choice(_ENDINGS) + rng.choice(_GAPS)
+                             for _ in range(rng.randint(1, 12))).strip(" "))
+    return texts
+
+
+CORPUS = _corpus()
+
+
+def _word_tokenize(params: Any) -> Tokenize:
+    """``nltk.word_tokenize`` with the Punkt parameters ``params``: its sentence split is
+    ``PunktSentenceTokenizer(params)``, then ``nltk.word_tokenize`` itself per sentence."""
+    import nltk
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
+
+    punkt = PunktSentenceTokenizer(params)
+    return lambda text: [word for sentence in punkt.tokenize(text)
+                         for word in nltk.word_tokenize(sentence, preserve_line=True)]
+
+
+def test_matches_nltk_word_tokenize_here() -> None:
+    """Without punkt_tab installed ``nltk.word_tokenize`` cannot run: the oracle is its
+    pipeline with the parameters the tokenizer uses then (ours). With it: itself."""
+    import nltk
+
+    oracle = nltk.word_tokenize if E.find_punkt_tab() is not None else _word_tokenize(E.punkt_parameters())
+    english = E.english()
+    for text in CORPUS:
+        assert english.tokenize(text) == oracle(text), repr(text)
+
+
+def test_steps_are_nltks_patterns() -> None:
+    """Each step runs NLTK's own pattern (source and flags), unwrapped from any timeout guard."""
+    import regex
+    from nltk.tokenize import NLTKWordTokenizer as Word
+
+    pairs = [*Word.STARTING_QUOTES, *Word.PUNCTUATION, Word.PARENS_BRACKETS, Word.DOUBLE_DASHES,
+             *Word.ENDING_QUOTES, *((p, "") for p in (*Word.CONTRACTIONS2, *Word.CONTRACTIONS3))]
+    for pattern, _ in pairs:
+        ours = E.unwrapped(pattern)
+        assert isinstance(ours, (re.Pattern, regex.Pattern))
+        assert (ours.pattern, ours.flags) == (pattern.pattern, pattern.flags)
+
+
+def _install_punkt_tab(root: Path) -> Any:
+    """A punkt_tab model for English under ``root`` (an NLTK_DATA dir), trained on the corpus
+    by NLTK's trainer, with a few abbreviations and a collocation ours lack."""
+    from nltk.tokenize.punkt import PunktTrainer
+
+    trainer = PunktTrainer()
+    trainer.INCLUDE_ALL_COLLOCS = True
+    trainer.train(" ".join(CORPUS * 3) + " Johann S. Bach wrote. J. Bach. J. Bach.")
+    params = trainer.get_params()
+    params.abbrev_types |= {"no", "approx", "st"}
+    params.collocations.add(("st", "paul"))
+    model = root / "tokenizers" / "punkt_tab" / "english"
+    model.mkdir(parents=True)
+    lines = {"collocations.tab": ["\t".join(pair) for pair in sorted(params.collocations)],
+             "sent_starters.txt": sorted(params.sent_starters),
+             "abbrev_types.txt": sorted(params.abbrev_types),
+             "ortho_context.tab": [f"{word}\t{n}" for word, n in sorted(params.ortho_context.items())]}
+    for name, rows in lines.items():
+        (model / name).write_text("\n".join(rows), encoding="utf-8")
+    return params
+
+
+def test_matches_nltk_word_tokenize_with_punkt_tab_installed(tmp_path: Path) -> None:
+    params = _install_punkt_tab(tmp_path / "nltk_data")
+    assert params.collocations and params.ortho_context
+    code = (
+        "import json, sys, nltk\n"
+        "from groundscope.scoring import english as E\n"
+        "texts = json.load(sys.stdin)\n"
+        "print(json.dumps({'abbreviations': sorted(E.punkt_parameters().abbrev_types),\n"
+        "                  'ours': [E.english().tokenize(t) for t in texts],\n"
+        "                  'nltk': [nltk.word_tokenize(t) for t in texts]}))\n"
+    )
+    env = {**os.environ, "NLTK_DATA": str(tmp_path / "nltk_data")}
+    done = subprocess.run([sys.executable, "-c", code], input=json.dumps(CORPUS), env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["abbreviations"] == sorted(params.abbrev_types)  # the installed model is used
+    for text, ours, theirs in zip(CORPUS, out["ours"], out["nltk"], strict=True):
+        assert ours == theirs, repr(text)
+    # the model changes some results, so this compared more than the no-model case did
+    default = _word_tokenize(E.punkt_parameters())
+    assert sum(ours != default(text) for text, ours in zip(CORPUS, out["ours"], strict=True)) >= 5
