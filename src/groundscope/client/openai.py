@@ -154,14 +154,18 @@ def endpoint_auth(api_url: str, api_key: SecretStr | str | None) -> tuple[str, s
     """``(URL to post to, Authorization header or None)`` for an endpoint.
 
     The URL is normalised (:func:`normalise_url`) and stripped of user-info, which becomes
-    HTTP Basic auth; the API key becomes ``Bearer`` auth (``EMPTY`` or empty: no header).
-    Both at once is a ConfigError, as is anything :func:`normalise_url` refuses.
+    HTTP Basic auth; the API key becomes ``Bearer`` auth, sent as given: ``EMPTY`` too, as
+    the OpenAI SDK (and so EvalScope) sends it, since vLLM / SGLang started with ``--api-key
+    EMPTY`` compare it literally. No key (or an empty one): no header. A key and URL
+    credentials at once is a ConfigError, except the key ``EMPTY`` (EvalScope's default,
+    meaning none), which the URL's credentials replace. Anything :func:`normalise_url`
+    refuses is a ConfigError too.
     """
     url = normalise_url(api_url)
     key = api_key.get_secret_value() if isinstance(api_key, SecretStr) else api_key or ""
     creds = url_credentials(url)
     if creds is None:
-        return url, f"Bearer {key}" if key and key != "EMPTY" else None
+        return url, f"Bearer {key}" if key else None
     if key and key != "EMPTY":
         raise ConfigError("api_url: has credentials (user:password@) and an api_key is set too; "
                           "give one of them")
