@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from cli_support import run_cli
-from groundscope.client.fetch import MediaFetcher
+from groundscope.client.fetch import MediaFetcher, redirect_target
 from groundscope.client.openai import ChatClient
 from groundscope.client.retry import RetryPolicy
 from groundscope.errors import MediaFetchError
@@ -125,16 +125,14 @@ async def test_the_size_cap_applies_to_what_is_read(host: MediaHost) -> None:
 
 
 def test_redirects_to_another_scheme_or_down_to_http_are_refused() -> None:
-    from groundscope.client.fetch import _next_hop
-
-    assert _next_hop("http://a/x.wav", "/y.wav", "s") == "http://a/y.wav"
-    assert _next_hop("http://a/x.wav", "https://b/y.wav", "s") == "https://b/y.wav"
+    assert redirect_target("http://a/x.wav", "/y.wav", "s") == "http://a/y.wav"
+    assert redirect_target("http://a/x.wav", "https://b/y.wav", "s") == "https://b/y.wav"
     with pytest.raises(MediaFetchError, match="from https to plain http"):
-        _next_hop("https://a/x.wav", "http://a/y.wav", "s")
+        redirect_target("https://a/x.wav", "http://a/y.wav", "s")
     with pytest.raises(MediaFetchError, match="redirected to a file URL"):
-        _next_hop("http://a/x.wav", "file:///etc/passwd", "s")
+        redirect_target("http://a/x.wav", "file:///etc/passwd", "s")
     with pytest.raises(MediaFetchError, match="without a Location"):
-        _next_hop("http://a/x.wav", None, "s")
+        redirect_target("http://a/x.wav", None, "s")
 
 
 # ------------------------------------------------------------------ a run over the corpus

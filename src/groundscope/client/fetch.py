@@ -134,7 +134,7 @@ class MediaFetcher:
         for _ in range(MAX_REDIRECTS + 1):
             async with session.get(url, allow_redirects=False) as resp:
                 if resp.status in _REDIRECTS:
-                    url = _next_hop(url, resp.headers.get("Location"), shown)
+                    url = redirect_target(url, resp.headers.get("Location"), shown)
                     continue
                 if resp.status != 200:
                     raise MediaFetchError(f"{shown}: HTTP {resp.status} {truncate(resp.reason or '')}"
@@ -171,8 +171,9 @@ class MediaFetcher:
             await session.close()
 
 
-def _next_hop(url: str, location: str | None, shown: str) -> str:
-    """Where a redirect leads, if it may be followed: http(s), and no https -> http."""
+def redirect_target(url: str, location: str | None, shown: str) -> str:
+    """Where a redirect from ``url`` leads, if it may be followed (http(s), and no https ->
+    http); else a MediaFetchError naming ``shown``."""
     if not location:
         raise MediaFetchError(f"{shown}: a redirect without a Location")
     target = urljoin(url, location)

@@ -16,14 +16,14 @@ from typing import Any
 from groundscope.errors import RecordError
 from groundscope.types import Origin
 
-__all__ = ["tool_fields"]
+__all__ = ["checked_tool_fields"]
 
 
 def _fail(origin: Origin, field: str, problem: str) -> RecordError:
     return RecordError(origin.path, origin.line, field, problem)
 
 
-def tool_fields(i: int, raw: Mapping[str, Any], origin: Origin) -> dict[str, Any]:
+def checked_tool_fields(i: int, raw: Mapping[str, Any], origin: Origin) -> dict[str, Any]:
     """The tool-calling keys of message ``i`` (``name``, ``tool_calls``, ``tool_call_id``),
     kept verbatim for the wire; their shapes are checked loosely: a ``tool`` message needs
     the ``tool_call_id`` it answers, ``tool_calls`` belong to an assistant turn and each

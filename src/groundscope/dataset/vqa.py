@@ -32,7 +32,7 @@ import orjson
 
 from groundscope import media
 from groundscope.dataset import placeholders as ph
-from groundscope.dataset.tools import tool_fields
+from groundscope.dataset.tools import checked_tool_fields
 from groundscope.errors import MediaError, RecordError
 from groundscope.types import (
     ContentPart,
@@ -249,7 +249,7 @@ def _message(
     found: Mapping[ph.MediaKey, MediaRef],
 ) -> Message:
     role, content = raw["role"], raw.get("content")
-    tools = tool_fields(i, raw, origin)
+    tools = checked_tool_fields(i, raw, origin)
     if isinstance(content, str):
         if role == "user" and ph.PLACEHOLDER_RE.search(content):
             parts = ph.expand(content, found)
