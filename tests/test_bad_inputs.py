@@ -170,7 +170,8 @@ def test_size_cap(tmp_path: Path) -> None:
 
 def test_remote_media_are_never_fetched() -> None:
     ref = MediaRef(Modality.IMAGE, "http://127.0.0.1:9/never.jpg")
-    assert media.wire_part(ref) == {"type": "image_url", "image_url": {"url": ref.source}}
+    assert media.wire_part(ref) == {"type": "image_url",
+                                    "image_url": {"url": ref.source, "detail": "auto"}}
     with pytest.raises(MediaError, match="passed through, never fetched"):
         media.load(ref)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -189,7 +190,7 @@ def test_wire_image_local_becomes_data_url_with_sniffed_mime(tmp_path: Path) -> 
 def test_wire_image_url_passes_through_with_detail() -> None:
     part = media.wire_part(ref("https://x.test/cat.jpg?x=1", detail="low"))
     assert part["image_url"] == {"url": "https://x.test/cat.jpg?x=1", "detail": "low"}
-    assert "detail" not in media.wire_part(ref("https://x.test/c.jpg"))["image_url"]
+    assert media.wire_part(ref("https://x.test/c.jpg"))["image_url"]["detail"] == "auto"
 
 
 def test_wire_image_rejects_non_image_content() -> None:
@@ -242,15 +243,68 @@ def test_wire_audio_without_audio_magic_is_refused() -> None:
         media.wire_part(ref(b"\x00" * 64, AUDIO, format="wav"))  # a hint is no substitute
 
 
-def test_wire_remote_audio_and_video() -> None:
-    assert media.wire_part(ref("https://x.test/a.wav", AUDIO)) == {
-        "type": "audio_url",
-        "audio_url": {"url": "https://x.test/a.wav"},
-    }
+def test_wire_remote_audio_goes_inline_from_fetched_bytes_never_as_audio_url() -> None:
+    remote = ref("https://x.test/a.mp3?sig=1", AUDIO, format="mp3")
+    with pytest.raises(MediaError, match="remote audio must be fetched before sending"):
+        media.wire_part(remote)  # no "audio_url" part: the chat API has none
+    part = media.wire_part(remote, fetched=wav_bytes())  # the bytes say wav: the hint loses
+    assert part == {"type": "input_audio",
+                    "input_audio": {"data": base64.b64encode(wav_bytes()).decode(), "format": "wav"}}
+    assert media.wire_part(ref("https://x.test/a", AUDIO), fetched=mp3_bytes())[
+        "input_audio"]["format"] == "mp3"
+
+
+@pytest.mark.parametrize(("data", "problem"), [
+    (b"<html>404</html>" * 4, "not an audio file (its bytes are text)"),
+    (FLAC_HEAD + b"\x00" * 48, "unsupported audio format 'flac' (by its bytes)"),
+    (image_bytes("PNG"), "not an audio file (its bytes are image/png)"),
+])
+def test_wire_remote_audio_bytes_must_be_wav_or_mp3(data: bytes, problem: str) -> None:
+    with pytest.raises(MediaError, match=re.escape(problem)):
+        media.wire_part(ref("https://x.test/a.wav", AUDIO, format="wav"), fetched=data)
+
+
+def test_wire_local_video_carries_fps_beside_the_part(tmp_path: Path) -> None:
+    make_media_dir(tmp_path)
+    part = media.wire_part(ref("media/clip.mp4", VIDEO, base_dir=tmp_path, fps=1))
+    assert part == {"type": "video_url", "video_url": {"url": data_uri(mp4_bytes(), "video/mp4")},
+                    "fps": 1.0}
+    assert isinstance(part["fps"], float)  # EvalScope sends a float: 1 -> 1.0
+
+
+@pytest.mark.parametrize(("value", "fps"), [
+    ({"url": "https://x.test/v.mp4", "fps": 2}, 2.0),
+    ({"path": "v.mp4", "fps": "0.5", "start": 1.25, "end": 3.5, "nframes": 8}, 0.5),
+    ({"url": "https://x.test/v.mp4"}, None),
+    ("https://x.test/v.mp4", None),
+])
+def test_a_video_dict_gives_its_fps(value: object, fps: float | None) -> None:
+    got = media.media_from_value(value, VIDEO)
+    assert got.fps == fps
+    assert media.media_from_value({"url": "https://x.test/a.wav", "fps": 2}, AUDIO).fps is None
+
+
+@pytest.mark.parametrize("bad", [0, -1, "fast", True, float("nan"), float("inf"), [2]])
+def test_a_video_fps_must_be_a_positive_number(bad: object) -> None:
+    with pytest.raises(MediaError, match=r"^fps: expected a positive number, got "):
+        media.media_from_value({"url": "https://x.test/v.mp4", "fps": bad}, VIDEO)
+
+
+def test_fps_is_part_of_a_media_fingerprint() -> None:
+    plain = media.fingerprint(ref("https://x.test/v.mp4", VIDEO))
+    assert plain == media.fingerprint(ref("https://x.test/v.mp4", VIDEO))
+    assert media.fingerprint(ref("https://x.test/v.mp4", VIDEO, fps=2.0)) != plain
+    assert media.fingerprint(ref("https://x.test/v.mp4", VIDEO, fps=2.0)) != \
+        media.fingerprint(ref("https://x.test/v.mp4", VIDEO, fps=4.0))
+
+
+def test_wire_remote_video_passes_through_with_fps() -> None:
     assert media.wire_part(ref("https://x.test/v.mp4", VIDEO)) == {
         "type": "video_url",
         "video_url": {"url": "https://x.test/v.mp4"},
     }
+    assert media.wire_part(ref("https://x.test/v.mp4", VIDEO, fps=2)) == {
+        "type": "video_url", "video_url": {"url": "https://x.test/v.mp4"}, "fps": 2.0}
 
 
 def test_wire_video_local_and_hinted(tmp_path: Path) -> None:

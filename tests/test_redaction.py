@@ -72,7 +72,9 @@ def test_endpoint_auth() -> None:
     assert url == "http://h:8000/v1/chat/completions?key=q"
     assert auth == "Basic " + base64.b64encode(b"u:p@ss").decode()
     assert endpoint_auth("http://h/v1", "sk") == ("http://h/v1/chat/completions", "Bearer sk")
-    assert endpoint_auth("http://h/v1", "EMPTY")[1] is None
+    assert endpoint_auth("http://h/v1", "EMPTY")[1] == "Bearer EMPTY"  # as given (vLLM compares it)
+    assert endpoint_auth("http://h/v1", "")[1] is None
+    assert endpoint_auth("http://u:p@h/v1", "EMPTY")[1] == "Basic " + base64.b64encode(b"u:p").decode()
     with pytest.raises(ConfigError, match="give one of them"):
         endpoint_auth("http://u:p@h/v1", "sk")
 

@@ -126,7 +126,8 @@ def aud(body: Any) -> dict[str, Any]:
          "image file not found: '../media/nope.jpg'"),
         (img({"url": "data:image/png;base64,@@"}), f"{C0}.image_url.url", "data URI: invalid base64"),
         (user(42), "messages[0].content", "expected a string or a list of content parts, got int"),
-        ({"role": "tool", "content": "x"}, "messages[0].role", "unknown role 'tool'"),
+        ({"role": "robot", "content": "x"}, "messages[0].role", "unknown role 'robot'"),
+        ({"role": "tool", "content": "x"}, "messages[0].tool_call_id", "missing or empty"),
         ("hello", "messages[0]", "expected an object"),
     ],
 )  # fmt: skip

@@ -105,6 +105,7 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     a("--judge-strategy", default=_S, help="EvalScope's older spelling of judge.strategy")
     a("--judge-model-args", type=_json_object, default=_S,
       help="EvalScope's older spelling of one judge model (JSON)")
+    a("--eval-config", default=_S, help=_S)  # EvalScope's (VLMEvalKit): refused, saying what instead
     a("--stream", action="store_true", default=_S,
       help="accepted for EvalScope compatibility; requests are never streamed")
     a("--dry-run", action="store_true", help="print the resolved config (secrets hidden) and exit")

@@ -49,6 +49,17 @@ _IGNORED_TASK_KEYS = {"eval_backend", "dataset_hub", "model_task", "chat_templat
                       "collect_perf", "enable_progress_tracker", "rerun_review"}
 
 
+# TaskConfig keys of EvalScope's other backends that have no counterpart: what to do instead
+# (an error line, then an example line).
+UNSUPPORTED_TASK_KEYS = {
+    "eval_config": (
+        "is VLMEvalKit's (eval_backend VLMEvalKit) and not used: its TSV layouts are the "
+        "datasets legacy_mcq (multiple choice) and legacy_vqa\n"
+        "  e.g. datasets: [legacy_mcq]  dataset_args: {legacy_mcq: {local_path: data/my_mcq.tsv}}"
+    ),
+}
+
+
 def metric_name(name: str) -> str | None:
     """The canonical scorer name for a ``metric_list`` entry, or None if unknown."""
     return METRIC_NAMES.get(name.strip().lower())

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+import pydantic
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator
 
 from groundscope import compat
@@ -214,6 +215,13 @@ class TaskConfig(_Strict):
     max_error_rate: float | None = Field(default=None, ge=0.0, le=1.0)
     simulator: SimulatorArgs = Field(default_factory=SimulatorArgs)
 
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:  # TaskConfig(...) in code: the same one-line errors
+        if isinstance(data, Mapping):
+            _check_keys(data, cls, "config")
+        return data
+
     @field_validator("limit", mode="before")
     @classmethod
     def _limit(cls, v: Any) -> int | float | None:
@@ -300,6 +308,8 @@ def _did_you_mean(word: str, choices: Any) -> str:
 def _check_keys(data: Mapping[str, Any], model: type[BaseModel], where: str) -> None:
     allowed = set(model.model_fields)
     for key in data:
+        if model is TaskConfig and key in compat.UNSUPPORTED_TASK_KEYS:
+            raise ConfigError(f"{where}: {key!r} {compat.UNSUPPORTED_TASK_KEYS[key]}")
         if key not in allowed:
             raise ConfigError(f"{where}: unknown key {key!r}{_did_you_mean(key, allowed)}")
 

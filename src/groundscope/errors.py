@@ -13,6 +13,7 @@
     ├── ModelError                   a request to a model endpoint failed for good
     │   ├── RetryableError           429 / 5xx / timeout / connection: worth another try
     │   └── ResponseError            a non-retryable answer (4xx, unparseable body, refusal)
+    │       └── MediaFetchError      remote audio could not be fetched at send time (media_fetch)
     ├── StoreError                   the run directory is unusable or does not match the run
     ├── ErrorBudgetExceeded          too many samples failed: the run stopped early
     └── NothingEvaluated             a dataset of a finished run has no answered sample (every
@@ -98,6 +99,14 @@ class RetryableError(ModelError):
 
 class ResponseError(ModelError):
     """A non-retryable failure: 4xx other than 408/429, malformed body, refusal."""
+
+
+class MediaFetchError(ResponseError):
+    """Remote audio named by an http(s) URL could not be fetched at send time, or what came
+    back is no usable audio (``kind`` ``media_fetch``): that sample's request fails, unsent."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="media_fetch")
 
 
 class StoreError(GroundscopeError):

@@ -108,16 +108,17 @@ def check_subset_files(pairs: Iterable[tuple[str, str]]) -> None:
 
 
 def message_to_json(msg: Message) -> dict[str, Any]:
-    """A message for outputs: media by description, never by payload."""
+    """A message for outputs: media by description, never by payload; tool-calling keys
+    (``name``, ``tool_calls``, ``tool_call_id``) as sent."""
     if isinstance(msg.content, str):
-        return {"role": msg.role, "content": msg.content}
+        return {"role": msg.role, "content": msg.content, **msg.tool_fields()}
     parts: list[dict[str, Any]] = []
     for p in msg.content:
         if isinstance(p, MediaPart):
             parts.append({"type": p.media.kind.value, "media": p.media.display()})
         else:
             parts.append({"type": "text", "text": p.text})
-    return {"role": msg.role, "content": parts}
+    return {"role": msg.role, "content": parts, **msg.tool_fields()}
 
 
 def sample_to_json(sample: Sample) -> dict[str, Any]:
@@ -134,8 +135,10 @@ def sample_to_json(sample: Sample) -> dict[str, Any]:
 
 def _message_from_json(row: Mapping[str, Any], base_dir: Path | None = None) -> Message:
     content = row["content"]
+    tools = {"name": row.get("name"), "tool_call_id": row.get("tool_call_id"),
+             "tool_calls": tuple(row.get("tool_calls") or ())}
     if isinstance(content, str):
-        return Message(row["role"], content)
+        return Message(row["role"], content, **tools)
     parts: list[ContentPart] = []
     for part in content:
         if part["type"] == "text":
@@ -143,7 +146,7 @@ def _message_from_json(row: Mapping[str, Any], base_dir: Path | None = None) -> 
         else:  # media kept by description: a path re-resolves against the dataset's folder
             parts.append(MediaPart(MediaRef(Modality(part["type"]), part["media"],
                                             base_dir=base_dir)))
-    return Message(row["role"], tuple(parts))
+    return Message(row["role"], tuple(parts), **tools)
 
 
 def sample_from_json(row: Mapping[str, Any], dataset: str, subset: str) -> Sample:

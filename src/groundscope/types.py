@@ -52,7 +52,8 @@ class MediaRef:
     ``base_dir`` is the dataset file's directory, against which a relative path resolves
     first (then the current directory); it is always an allowed media root (``media/roots.py``).
     ``format`` is a hint such as ``wav``/``mp4``;
-    ``detail`` is the OpenAI image detail level, passed through untouched.
+    ``detail`` is the OpenAI image detail level, passed through untouched;
+    ``fps`` is a video's frame-sampling rate, sent beside the video part (as EvalScope does).
     """
 
     kind: Modality
@@ -60,6 +61,7 @@ class MediaRef:
     format: str | None = None
     detail: str | None = None
     base_dir: Path | None = None
+    fps: float | None = None
 
     def display(self) -> str:
         """A short, stable, secret-free description for outputs (never the base64 payload)."""
@@ -80,15 +82,34 @@ class MediaPart:
 
 ContentPart = TextPart | MediaPart
 
-Role = Literal["system", "developer", "user", "assistant"]
+Role = Literal["system", "developer", "user", "assistant", "tool"]
 
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One chat message. ``content`` is plain text or a tuple of typed parts."""
+    """One chat message. ``content`` is plain text or a tuple of typed parts.
+
+    A tool-calling transcript keeps the OpenAI keys as the record gave them: ``name`` (any
+    message), ``tool_calls`` (an assistant turn: the calls, verbatim JSON objects) and
+    ``tool_call_id`` (a ``tool`` message: the call it answers).
+    """
 
     role: Role
     content: str | tuple[ContentPart, ...]
+    name: str | None = None
+    tool_call_id: str | None = None
+    tool_calls: tuple[Mapping[str, Any], ...] = ()
+
+    def tool_fields(self) -> dict[str, Any]:
+        """The tool-calling keys that are set, in OpenAI wire form (``{}`` for most messages)."""
+        out: dict[str, Any] = {}
+        if self.name is not None:
+            out["name"] = self.name
+        if self.tool_calls:
+            out["tool_calls"] = [dict(call) for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        return out
 
     def text(self) -> str:
         """The message's text, parts joined by a space (media left out)."""

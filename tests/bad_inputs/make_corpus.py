@@ -98,6 +98,32 @@ JSONL: dict[str, object] = {
         "type": "input_audio", "input_audio": {"data": "media/notes.wav", "format": "wav"}})},
     "empty_video_file.jsonl": {"messages": [{"role": "user", "content": "What happens in <video 1>?"}],
                                "video_1": "media/empty.mp4", "video_1_format": "mp4"},
+    # tool-calling transcripts are forwarded verbatim, but their shapes are checked
+    "tool_message_without_call_id.jsonl": {"messages": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "tool", "content": "18 C"}], "answer": "18 C"},
+    "tool_call_without_function_name.jsonl": {"messages": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "18 C"}]},
+    "tool_calls_arguments_not_text.jsonl": {"messages": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "tool_calls": [
+            {"id": "call_1", "function": {"name": "weather", "arguments": {"city": "Paris"}}}]}]},
+    "tool_calls_on_a_user_message.jsonl": {"messages": [
+        {"role": "user", "content": "hi", "tool_calls": [{"id": "c", "function": {"name": "f"}}]}]},
+    "name_not_a_string.jsonl": {"messages": [{"role": "user", "content": "hi", "name": 7}]},
+    # a video's fps is forwarded: it must be a positive number
+    "video_fps_not_a_number.jsonl": {"messages": user(text("What?"), {
+        "type": "video_url", "video_url": {"url": "https://example.com/v.mp4", "fps": "fast"}})},
+    "video_fps_twice.jsonl": {"messages": user(text("What?"), {
+        "type": "video_url", "fps": 1, "video_url": {"url": "https://example.com/v.mp4", "fps": 2}})},
+    "video_column_fps_negative.jsonl": {"messages": [{"role": "user", "content": "What in <video 1>?"}],
+                                        "videos": [{"url": "https://example.com/v.mp4", "fps": -2}]},
     "mcq_missing_question.jsonl": {k: v for k, v in GOOD_MCQ.items() if k != "question"},
     "mcq_missing_options.jsonl": {k: v for k, v in GOOD_MCQ.items() if k != "options"},
     "mcq_missing_answer.jsonl": {k: v for k, v in GOOD_MCQ.items() if k != "answer"},

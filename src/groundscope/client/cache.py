@@ -32,7 +32,7 @@ from groundscope.client.openai import ChatClient, effective_config
 from groundscope.fileio import write_error
 from groundscope.jsonl import repair_tail
 from groundscope.redaction import redact_url
-from groundscope.types import Completion, MediaPart, Message, Usage
+from groundscope.types import Completion, MediaPart, MediaRef, Message, Usage
 
 log = logging.getLogger("groundscope")
 
@@ -42,8 +42,18 @@ CACHE_VERSION = 1
 def _content_identity(content: str | tuple[Any, ...]) -> Any:
     if isinstance(content, str):
         return content
-    return [f"{p.media.kind}:{p.media.display()}" if isinstance(p, MediaPart) else p.text
-            for p in content]
+    return [_media_identity(p.media) if isinstance(p, MediaPart) else p.text for p in content]
+
+
+def _media_identity(ref: MediaRef) -> str:
+    ident = f"{ref.kind}:{ref.display()}"
+    return ident if ref.fps is None else f"{ident}|fps={ref.fps!r}"  # sent: part of the request
+
+
+def _message_identity(msg: Message) -> list[Any]:
+    item = [msg.role, _content_identity(msg.content)]
+    tools = msg.tool_fields()
+    return [*item, tools] if tools else item
 
 
 def cache_key(model_id: str, api_url: str, messages: Sequence[Message],
@@ -60,7 +70,7 @@ def cache_key(model_id: str, api_url: str, messages: Sequence[Message],
         "v": CACHE_VERSION,
         "model": model_id,
         "api_url": api_url,
-        "messages": [[m.role, _content_identity(m.content)] for m in messages],
+        "messages": [_message_identity(m) for m in messages],
         "config": effective_config(generation_config),
     }
     raw = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from groundscope.errors import ResponseError
@@ -38,17 +39,21 @@ def too_large(limit: int, what: str) -> ResponseError:
     )
 
 
-async def read_body(resp: aiohttp.ClientResponse, limit: int, *, cut: bool = False) -> bytes:
+async def read_body(resp: aiohttp.ClientResponse, limit: int, *, cut: bool = False,
+                    over: Callable[[str], Exception] | None = None) -> bytes:
     """The decoded body of ``resp``, at most ``limit`` bytes.
 
-    Past ``limit``: with ``cut`` the first ``limit`` bytes are returned, else a
-    ``response_too_large`` ``ResponseError`` is raised. Either way the rest is never read
-    and the connection is closed rather than reused.
+    Past ``limit``: with ``cut`` the first ``limit`` bytes are returned, else ``over(what)``
+    is raised (default: a ``response_too_large`` ``ResponseError``). Either way the rest is
+    never read and the connection is closed rather than reused.
     """
+    def fail(what: str) -> Exception:
+        return over(what) if over is not None else too_large(limit, what)
+
     declared = resp.content_length
     if declared is not None and declared > limit and not cut:
         resp.close()
-        raise too_large(limit, f"Content-Length is {declared} bytes")
+        raise fail(f"Content-Length is {declared} bytes")
     buf = bytearray()
     async for chunk in resp.content.iter_chunked(_CHUNK):
         buf += chunk
@@ -56,5 +61,5 @@ async def read_body(resp: aiohttp.ClientResponse, limit: int, *, cut: bool = Fal
             resp.close()
             if cut:
                 return bytes(buf[:limit])
-            raise too_large(limit, f"stopped reading after {len(buf)} decoded bytes")
+            raise fail(f"stopped reading after {len(buf)} decoded bytes")
     return bytes(buf)

@@ -9,14 +9,16 @@ the reply bounds (``client/limits.py``), and maps every failure onto the excepti
     other 4xx, a redirect (3xx), a reply over max_response_bytes,
     a body without choices that says why, an empty content-filtered reply -> ResponseError
     a medium that cannot be read (raised before sending)                 -> MediaError
+    remote audio that cannot be fetched (before sending)                 -> MediaFetchError
 
 ``ResponseError.kind`` is ``context_length`` / ``content_filter`` when the server says so,
-``redirect``, ``response_too_large``, else ``http_<status>``; a malformed reply is
-``malformed_response``.
+``redirect``, ``response_too_large``, ``media_fetch``, else ``http_<status>``; a malformed
+reply is ``malformed_response``.
 
-Credentials: the API key goes into the ``Authorization`` header (``Bearer``) and nowhere
-else. User-info in the URL (``http://user:password@host/v1``) is sent as HTTP Basic auth,
-as curl does, and never kept in the URL the client shows; giving both is a ConfigError.
+Credentials: the API key goes into the ``Authorization`` header (``Bearer``, sent as given,
+``EMPTY`` included) and nowhere else (never to a media host: ``client/fetch.py``).
+User-info in the URL (``http://user:password@host/v1``) is sent as HTTP Basic auth, as curl
+does, and never kept in the URL the client shows; giving both is a ConfigError.
 Every text that comes from the endpoint (error messages, completion text, reasoning, model
 name) passes the client's :class:`~groundscope.redaction.Redactor` before anyone sees it,
 so a server echoing a credential back, in whatever recognisable form, leaks nothing.
@@ -43,6 +45,7 @@ import orjson
 from pydantic import SecretStr
 
 from groundscope import media
+from groundscope.client.fetch import MediaFetcher
 from groundscope.client.http_errors import http_error, truncate
 from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES, ERROR_BODY_BYTES, HEADER_LIMITS, read_body
 from groundscope.client.reply import parse_completion
@@ -59,45 +62,55 @@ _RESERVED_KEYS = frozenset({"model", "messages", "stream"})
 # ---------------------------------------------------------------- pure: request building
 
 
-def wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Messages in OpenAI wire form; media are read and encoded here (``media.wire_part``)."""
+def wire_messages(messages: Sequence[Message],
+                  fetched: Mapping[str, bytes] | None = None) -> list[dict[str, Any]]:
+    """Messages in OpenAI wire form; media are read and encoded here (``media.wire_part``).
+
+    ``fetched`` holds the bytes of remote audio by URL (``client/fetch.py``). A tool-calling
+    transcript's keys (``name``, ``tool_calls``, ``tool_call_id``) go out as the record gave them.
+    """
+    fetched = fetched or {}
     out: list[dict[str, Any]] = []
     for msg in messages:
         content = msg.content
         if isinstance(content, str):
-            out.append({"role": msg.role, "content": content})
+            out.append({"role": msg.role, "content": content, **msg.tool_fields()})
             continue
         parts: list[dict[str, Any]] = []
         for part in content:
             if isinstance(part, TextPart):
                 parts.append({"type": "text", "text": part.text})
             else:
-                parts.append(media.wire_part(part.media))
-        out.append({"role": msg.role, "content": parts})
+                ref = part.media
+                parts.append(media.wire_part(ref, fetched=fetched.get(str(ref.source))
+                                             if isinstance(ref.source, str) else None))
+        out.append({"role": msg.role, "content": parts, **msg.tool_fields()})
     return out
 
 
 def effective_config(generation_config: Mapping[str, Any] | None) -> dict[str, Any]:
     """The generation settings actually sent: ``None`` values dropped, temperature 0 default.
 
-    ``model``, ``messages`` and ``stream`` are not generation settings and are dropped.
+    ``temperature`` is 0 unless the config names one (EvalScope adds it only to an empty
+    config; here the same record gets the same decoding whatever else is set).
+    ``"temperature": None`` sends none: the server's default. ``model``, ``messages`` and
+    ``stream`` are not generation settings and are dropped.
     """
-    config = {
-        k: v
-        for k, v in (generation_config or {}).items()
-        if v is not None and k not in _RESERVED_KEYS
-    }
-    config.setdefault("temperature", 0)
+    given = generation_config or {}
+    config = {k: v for k, v in given.items() if v is not None and k not in _RESERVED_KEYS}
+    if "temperature" not in given:
+        config["temperature"] = 0
     return config
 
 
 def build_body(
-    messages: Sequence[Message], model: str, generation_config: Mapping[str, Any] | None
+    messages: Sequence[Message], model: str, generation_config: Mapping[str, Any] | None,
+    *, fetched: Mapping[str, bytes] | None = None,
 ) -> dict[str, Any]:
-    """The chat-completions request body. Unknown generation keys pass through."""
-    body: dict[str, Any] = {"model": model, "messages": wire_messages(messages)}
+    """The chat-completions request body. Unknown generation keys pass through; no
+    ``stream`` key (non-streaming is the API's default; EvalScope sends none either)."""
+    body: dict[str, Any] = {"model": model, "messages": wire_messages(messages, fetched)}
     body.update(effective_config(generation_config))
-    body["stream"] = False
     return body
 
 
@@ -114,10 +127,17 @@ def _canonical_content(content: str | tuple[Any, ...]) -> Any:
     return items
 
 
+def _canonical_message(msg: Message) -> list[Any]:
+    item = [msg.role, _canonical_content(msg.content)]
+    tools = msg.tool_fields()
+    return [*item, tools] if tools else item  # a plain message hashes as it always did
+
+
 def request_hash(
     messages: Sequence[Message], model: str, generation_config: Mapping[str, Any] | None
 ) -> str:
-    """sha256 of the request's content: roles, texts, media identities, model, config.
+    """sha256 of the request's content: roles, texts, media identities, tool-calling keys,
+    model, config.
 
     Media enter by ``media.fingerprint`` (never their base64), so hashing is cheap. The
     config enters as sent (:func:`effective_config`), so ``{}`` and ``{"temperature": 0}``
@@ -125,7 +145,7 @@ def request_hash(
     """
     doc = {
         "model": model,
-        "messages": [[m.role, _canonical_content(m.content)] for m in messages],
+        "messages": [_canonical_message(m) for m in messages],
         "config": effective_config(generation_config),
     }
     raw = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
@@ -154,14 +174,18 @@ def endpoint_auth(api_url: str, api_key: SecretStr | str | None) -> tuple[str, s
     """``(URL to post to, Authorization header or None)`` for an endpoint.
 
     The URL is normalised (:func:`normalise_url`) and stripped of user-info, which becomes
-    HTTP Basic auth; the API key becomes ``Bearer`` auth (``EMPTY`` or empty: no header).
-    Both at once is a ConfigError, as is anything :func:`normalise_url` refuses.
+    HTTP Basic auth; the API key becomes ``Bearer`` auth, sent as given: ``EMPTY`` too, as
+    the OpenAI SDK (and so EvalScope) sends it, since vLLM / SGLang started with ``--api-key
+    EMPTY`` compare it literally. No key (or an empty one): no header. A key and URL
+    credentials at once is a ConfigError, except the key ``EMPTY`` (EvalScope's default,
+    meaning none), which the URL's credentials replace. Anything :func:`normalise_url`
+    refuses is a ConfigError too.
     """
     url = normalise_url(api_url)
     key = api_key.get_secret_value() if isinstance(api_key, SecretStr) else api_key or ""
     creds = url_credentials(url)
     if creds is None:
-        return url, f"Bearer {key}" if key and key != "EMPTY" else None
+        return url, f"Bearer {key}" if key else None
     if key and key != "EMPTY":
         raise ConfigError("api_url: has credentials (user:password@) and an api_key is set too; "
                           "give one of them")
@@ -211,6 +235,7 @@ class ChatClient:
         self._slots: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._redirects_logged: set[str] = set()
+        self.fetcher = MediaFetcher(timeout=timeout)  # remote audio, fetched at send time
 
     def __repr__(self) -> str:
         return f"ChatClient(api_url={self.api_url!r}, model={self.model!r})"
@@ -257,7 +282,9 @@ class ChatClient:
         config = self.generation_config
         if generation_config:
             config = {**config, **generation_config}
-        body = orjson.dumps(build_body(messages, self.model, config))  # MediaError: no retry
+        # remote audio first (MediaFetchError), then the body (MediaError): neither retried
+        fetched = await self.fetcher.fetch_all(messages)
+        body = orjson.dumps(build_body(messages, self.model, config, fetched=fetched))
         completion, _ = await call_with_retry(
             lambda: self._post(body), self.retry, on_retry=on_retry or _log_retry
         )
@@ -317,10 +344,11 @@ class ChatClient:
                              kind="redirect", status=status)
 
     async def aclose(self) -> None:
-        """Close the pooled session (idempotent)."""
+        """Close the pooled session and the media fetcher's (idempotent)."""
         session, self._session, self._slots, self._loop = self._session, None, None, None
         if session is not None and not session.closed:
             await session.close()
+        await self.fetcher.aclose()
 
     async def __aenter__(self) -> ChatClient:
         return self

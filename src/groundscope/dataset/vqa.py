@@ -3,8 +3,12 @@
 A record holds ``messages`` (OpenAI chat messages: a list in JSONL / parquet, a JSON string in
 TSV / CSV) and an optional ``answer`` (a string, a list of strings, or a number, which becomes
 its text). Content is a string or a list of ``text`` / ``image_url`` / ``input_audio`` /
-``video_url`` parts. Placeholders (``<image 1>``...) are expanded only in ``user`` messages
-whose content is a plain string, and only the media they reference are resolved. Every
+``video_url`` parts (a video's ``fps`` inside ``video_url`` or beside it; in a placeholder
+column, a video dict's ``fps``). Roles are ``system``, ``developer``, ``user``, ``assistant``
+and ``tool``: a tool-calling transcript (``tool_calls``, ``tool_call_id``, ``name``) is kept
+verbatim for the wire (``dataset/tools.py``). Placeholders (``<image 1>``...) are expanded
+only in ``user`` messages whose content is a plain string, and only the media they reference
+are resolved. Every
 medium a record uses (referenced by a placeholder or named by a structured part) must be
 there and usable: one that is absent or empty (``"image_1": ""``, ``{}``), missing on disk,
 unreadable, outside the allowed media roots, or whose bytes are not of its kind makes the
@@ -29,6 +33,7 @@ import orjson
 from groundscope import media
 from groundscope.bounds import MAX_MESSAGES
 from groundscope.dataset import placeholders as ph
+from groundscope.dataset.tools import checked_tool_fields
 from groundscope.errors import MediaError, RecordError
 from groundscope.types import (
     ContentPart,
@@ -46,7 +51,7 @@ if TYPE_CHECKING:  # the package __init__ imports this module
 
 __all__ = ["METADATA_FIELDS", "expand_paraphrases", "record_to_sample", "sample_id"]
 
-ROLES = ("system", "developer", "user", "assistant")
+ROLES = ("system", "developer", "user", "assistant", "tool")
 METADATA_FIELDS = ("category", "group", "elements", "paraphrases", "human_label")
 _LIST_METADATA = ("elements", "paraphrases")
 # part type -> (modality, key of the medium inside the part body)
@@ -257,20 +262,21 @@ def _message(
     found: Mapping[ph.MediaKey, MediaRef],
 ) -> Message:
     role, content = raw["role"], raw.get("content")
+    tools = checked_tool_fields(i, raw, origin)
     if isinstance(content, str):
         if role == "user" and ph.PLACEHOLDER_RE.search(content):
             parts = ph.expand(content, found)
-            return Message(role, tuple(parts) if parts else content)
-        return Message(role, content)
+            return Message(role, tuple(parts) if parts else content, **tools)
+        return Message(role, content, **tools)
     if content is None and role == "assistant":
-        return Message(role, "")
+        return Message(role, "", **tools)
     if not isinstance(content, list):
         got = type(content).__name__
         problem = f"expected a string or a list of content parts, got {got}"
         raise _fail(origin, f"messages[{i}].content", problem)
     field = f"messages[{i}].content"
     parts = (_part(f"{field}[{j}]", part, origin, ctx) for j, part in enumerate(content))
-    return Message(role, tuple(parts))
+    return Message(role, tuple(parts), **tools)
 
 
 def _part(field: str, part: Any, origin: Origin, ctx: FormatContext) -> ContentPart:
@@ -286,10 +292,28 @@ def _part(field: str, part: Any, origin: Origin, ctx: FormatContext) -> ContentP
     if ptype not in _MEDIA_PARTS:
         known = ", ".join(["text", *_MEDIA_PARTS])
         raise _fail(origin, f"{field}.type", f"unknown part type {ptype!r}; expected {known}")
-    return MediaPart(_part_media(f"{field}.{ptype}", ptype, part.get(ptype), origin, ctx))
+    fps = _video_fps(field, part, origin) if ptype == "video_url" else None
+    return MediaPart(_part_media(f"{field}.{ptype}", ptype, part.get(ptype), origin, ctx, fps))
 
 
-def _part_media(field: str, ptype: str, body: Any, origin: Origin, ctx: FormatContext) -> MediaRef:
+def _video_fps(field: str, part: Mapping[str, Any], origin: Origin) -> float | None:
+    """A video part's ``fps``: inside ``video_url`` (where EvalScope reads it) or beside it
+    (the wire form it is sent in); both, and different, is a bad record."""
+    body = part.get("video_url")
+    values: dict[str, float | None] = {}
+    for where, holder in ((f"{field}.video_url.fps", body), (f"{field}.fps", part)):
+        if isinstance(holder, Mapping) and holder.get("fps") is not None:
+            try:
+                values[where] = media.check_fps(holder["fps"])
+            except MediaError as exc:
+                raise _fail(origin, where, str(exc).removeprefix("fps: ")) from None
+    if len(set(values.values())) > 1:
+        raise _fail(origin, f"{field}.fps", f"differs from {field}.video_url.fps; give one")
+    return next(iter(values.values()), None)
+
+
+def _part_media(field: str, ptype: str, body: Any, origin: Origin, ctx: FormatContext,
+                fps: float | None = None) -> MediaRef:
     kind, value_key = _MEDIA_PARTS[ptype]
     if isinstance(body, str) and ptype != "input_audio":
         body = {value_key: body}
@@ -306,7 +330,8 @@ def _part_media(field: str, ptype: str, body: Any, origin: Origin, ctx: FormatCo
     except MediaError as exc:
         raise _fail(origin, f"{field}.format", str(exc)) from None
     try:
-        ref = media.media_from_value(value, kind, format=fmt, base_dir=ctx.base_dir, detail=detail)
+        ref = media.media_from_value(value, kind, format=fmt, base_dir=ctx.base_dir,
+                                     detail=detail, fps=fps)
     except MediaError as exc:
         raise _fail(origin, f"{field}.{value_key}", str(exc)) from None
     _check(ref, origin, f"{field}.{value_key}")

@@ -11,7 +11,8 @@ The only package that reads media bytes or produces base64. Everything else hand
 - ``roots``: the allowed media roots, the confinement check and the confined open;
 - ``images``: Pillow validation and the pixel cap;
 - ``values``: dataset column values -> ``MediaRef``;
-- ``wire``: the OpenAI content part of a medium, with a bounded cache of encoded payloads.
+- ``wire``: the OpenAI content part of a medium, with a bounded cache of encoded payloads
+  (remote audio: from the bytes the client fetched at send time).
 """
 
 from groundscope.media.formats import AUDIO_FORMATS, VIDEO_FORMATS, check_format, sniff_mime
@@ -21,17 +22,18 @@ from groundscope.media.sources import (
     DEFAULT_MAX_BYTES,
     describe,
     exists,
+    fetched_audio_format,
     fingerprint,
     is_remote,
     load,
     resolve_path,
 )
-from groundscope.media.values import media_from_value
+from groundscope.media.values import check_fps, media_from_value
 from groundscope.media.wire import wire_part
 
 __all__ = [
     "AUDIO_FORMATS", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_PIXELS", "VIDEO_FORMATS", "check",
-    "check_format", "describe", "exists", "fingerprint", "is_remote", "load", "max_pixels",
-    "media_from_value", "media_roots", "media_roots_in_force", "resolve_path",
-    "set_max_pixels", "set_media_roots", "sniff_mime", "wire_part",
+    "check_format", "check_fps", "describe", "exists", "fetched_audio_format", "fingerprint",
+    "is_remote", "load", "max_pixels", "media_from_value", "media_roots", "media_roots_in_force",
+    "resolve_path", "set_max_pixels", "set_media_roots", "sniff_mime", "wire_part",
 ]  # fmt: skip

@@ -9,6 +9,10 @@ media roots (``roots.py``), checked again at every read.
 
 Audio and video are recognised by their bytes, as images are: a payload whose magic bytes
 are no known audio (video) container, or an empty one, is refused whatever its name or hint.
+
+http(s) URLs are passed through to the endpoint, except audio: the chat API has no audio
+URL part, so the client fetches remote audio at send time (``client/fetch.py``) and
+:func:`fetched_audio_format` checks the fetched bytes before they are encoded.
 """
 
 from __future__ import annotations
@@ -72,7 +76,8 @@ def _classify_str(source: str) -> SourceKind:
 
 
 def is_remote(ref: MediaRef) -> bool:
-    """True for an http(s) URL: passed through to the endpoint, never fetched by us."""
+    """True for an http(s) URL: passed through to the endpoint (audio: fetched at send time
+    by the client, then sent inline)."""
     return _classify(ref.source) == "url"
 
 
@@ -157,7 +162,7 @@ def _raw(ref: MediaRef, max_bytes: int, head: int = -1) -> tuple[bytes, str | No
         _cap(len(source), max_bytes, f"inline {ref.kind}")
         return bytes(source), None
     if kind == "url":
-        raise MediaError(f"{describe(ref)} is a remote URL: it is passed through, never fetched")
+        raise MediaError(f"{describe(ref)} is a remote URL: it is passed through, never fetched here")
     if kind in ("data", "base64"):
         _cap(len(source) * 3 // 4, max_bytes, f"inline {ref.kind}")
         if kind == "data":
@@ -210,6 +215,19 @@ def _supported_format(ref: MediaRef, data: bytes) -> str:
     return str(fmt)
 
 
+def fetched_audio_format(ref: MediaRef, data: bytes) -> str:
+    """The wire format of remote audio fetched at send time: the bytes must be audio by
+    their magic numbers, and the format is what they are (a URL's name or a record's hint
+    may be wrong); the record's hint is used only when the bytes name no format. Not one of
+    :data:`AUDIO_FORMATS`: MediaError."""
+    sniffed = _require_kind_bytes(ref, data)
+    fmt = _norm_format(sniffed, Modality.AUDIO) or _norm_format(ref.format, Modality.AUDIO)
+    if fmt not in AUDIO_FORMATS:
+        raise MediaError(f"{describe(ref)}: unsupported audio format {fmt!r} (by its bytes); "
+                         f"expected one of {', '.join(AUDIO_FORMATS)}")
+    return str(fmt)
+
+
 def _require_kind_bytes(ref: MediaRef, data: bytes) -> str:
     """The mime type ``data``'s magic bytes tell, if it is a known container of ``ref.kind``
     (audio: wav, mp3, flac, ogg, m4a; video: mp4, mov, avi, mpeg, webm, mkv); else MediaError."""
@@ -246,6 +264,7 @@ def fingerprint(ref: MediaRef) -> str:
     extras = [
         f"format={ref.format}" if ref.format else "",
         f"detail={ref.detail}" if ref.detail else "",
+        f"fps={ref.fps!r}" if ref.fps is not None else "",
     ]
     return "|".join([str(ref.kind), ident, *[e for e in extras if e]])
 

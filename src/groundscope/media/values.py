@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -23,13 +24,16 @@ def media_from_value(
     format: str | None = None,
     base_dir: Path | None = None,
     detail: str | None = None,
+    fps: Any = None,
 ) -> MediaRef:
     """Normalise one dataset value into a MediaRef (no file is read).
 
     Accepts a path / URL / data URI / base64 string, ``bytes``, a ``pathlib.Path``, a
     parquet ``{"bytes", "path"}`` dict (also ``url`` / ``data`` / ``<kind>`` keys, as in
     OpenAI parts) and objects with ``.bytes`` / ``.path`` attributes (HF feature-like).
-    Inline payloads are checked to decode; unusable values raise MediaError.
+    A video dict may carry ``fps`` (as EvalScope reads it; ``start`` / ``end`` and other
+    keys are not sent, so not read). Inline payloads are checked to decode; unusable
+    values raise MediaError.
     """
     kind = Modality(kind)
     fmt = check_format(kind, format)
@@ -38,12 +42,33 @@ def media_from_value(
     if isinstance(value, Mapping):
         source, dict_fmt = _from_mapping(value, kind)
         fmt = fmt or check_format(kind, dict_fmt)
+        if fps is None and kind is Modality.VIDEO:
+            fps = value.get("fps")
     else:
         source = _from_object(value, kind)
-    ref = MediaRef(kind=kind, source=source, format=fmt, detail=detail, base_dir=base_dir)
+    ref = MediaRef(kind=kind, source=source, format=fmt, detail=detail, base_dir=base_dir,
+                   fps=check_fps(fps) if kind is Modality.VIDEO else None)
     if _classify(source) in ("data", "base64"):
         _raw(ref, DEFAULT_MAX_BYTES)  # decodes: invalid base64 or an oversize payload fails here
     return ref
+
+
+def check_fps(value: Any) -> float | None:
+    """A video's ``fps`` as a float (``2`` -> ``2.0``, as EvalScope sends it); None stays
+    None; anything but a finite positive number (or its text) is a MediaError."""
+    if value is None:
+        return None
+    number: float | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            number = None
+    if number is None or not math.isfinite(number) or number <= 0:
+        raise MediaError(f"fps: expected a positive number, got {value!r}")
+    return number
 
 
 def _from_string(text: str, kind: Modality) -> str:

@@ -1,5 +1,8 @@
 """The wire encoding of one medium: OpenAI content parts with base64 made at send time.
 
+Images get ``detail`` (``auto`` by default), videos their ``fps``; remote images and videos
+pass their URL through, remote audio is sent inline from bytes the client fetched.
+
 Encoded payloads of local files are kept in a small LRU cache, bounded in bytes and keyed
 by the file's identity (path, size, mtime) and the pixel cap, so an image shared by many
 records is read and encoded once. A payload enters the LRU only once its file is seen a
@@ -27,6 +30,7 @@ from groundscope.media.sources import (
     _raw,
     _supported_format,
     describe,
+    fetched_audio_format,
     fingerprint,
     is_remote,
     load,
@@ -124,30 +128,49 @@ def set_cache_limit(limit: int) -> None:
     CACHE.clear()
 
 
-def wire_part(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any]:
+def wire_part(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES,
+              fetched: bytes | None = None) -> dict[str, Any]:
     """The OpenAI chat content part for one medium (base64 made here, at send time).
 
-    Remote audio has no ``input_audio`` form, so it goes out as ``audio_url`` (the vLLM
-    extension); every other remote medium passes its URL through untouched.
+    Images carry ``detail`` (``auto`` unless the record set one, as EvalScope sends it);
+    a video with ``fps`` carries it beside ``video_url`` (EvalScope's DashScope extension).
+    Remote images and videos pass their URL through untouched. Remote audio has no URL form
+    on the chat API, so it goes out as ``input_audio`` from ``fetched``, its bytes fetched
+    by the client at send time (``client/fetch.py``); without them it is a MediaError.
     """
     if is_remote(ref):
         url = {"url": str(ref.source)}
         if ref.kind is Modality.IMAGE:
             return {"type": "image_url", "image_url": _with_detail(url, ref)}
-        kind = "audio_url" if ref.kind is Modality.AUDIO else "video_url"
-        return {"type": kind, kind: url}
+        if ref.kind is Modality.VIDEO:
+            return _video({"type": "video_url", "video_url": url}, ref)
+        if fetched is None:
+            raise MediaError(f"{describe(ref)}: remote audio must be fetched before sending")
+        if len(fetched) > max_bytes:
+            raise MediaError(f"{describe(ref)} is too big: {len(fetched)} bytes > limit {max_bytes}")
+        fmt = fetched_audio_format(ref, fetched)
+        return _audio(b64encode(fetched).decode("ascii"), fmt)
     payload, fmt = _encoded(ref, max_bytes)
     if ref.kind is Modality.IMAGE:
         return {"type": "image_url", "image_url": _with_detail({"url": payload}, ref)}
     if ref.kind is Modality.AUDIO:
-        return {"type": "input_audio", "input_audio": {"data": payload, "format": fmt}}
-    return {"type": "video_url", "video_url": {"url": payload}}
+        return _audio(payload, fmt)
+    return _video({"type": "video_url", "video_url": {"url": payload}}, ref)
 
 
 def _with_detail(image_url: dict[str, str], ref: MediaRef) -> dict[str, str]:
-    if ref.detail:
-        image_url["detail"] = ref.detail
+    image_url["detail"] = ref.detail or "auto"
     return image_url
+
+
+def _audio(b64: str, fmt: str) -> dict[str, Any]:
+    return {"type": "input_audio", "input_audio": {"data": b64, "format": fmt}}
+
+
+def _video(part: dict[str, Any], ref: MediaRef) -> dict[str, Any]:
+    if ref.fps is not None:
+        part["fps"] = float(ref.fps)
+    return part
 
 
 def _encoded(ref: MediaRef, max_bytes: int) -> tuple[str, str]:

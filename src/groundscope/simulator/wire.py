@@ -20,9 +20,10 @@ import orjson
 from aiohttp import web
 from pybase64 import b64decode
 
-_PART_TYPES = frozenset({"text", "image_url", "input_audio", "video_url", "audio_url"})
+# the chat API's part types: no "audio_url" (OpenAI has none; remote audio goes as input_audio)
+_PART_TYPES = frozenset({"text", "image_url", "input_audio", "video_url"})
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
-_MEDIA_TOKENS = {"image_url": 256, "input_audio": 128, "audio_url": 128, "video_url": 1024}
+_MEDIA_TOKENS = {"image_url": 256, "input_audio": 128, "video_url": 1024}
 
 
 def bytes_id(data: bytes) -> str:
