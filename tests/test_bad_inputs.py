@@ -289,7 +289,8 @@ USER_ERRORS = [
     (["--config", "missing.yaml"], "config file not found: missing.yaml"),
     (["--api-key", "$GS_UNSET_VARIABLE"], "api_key: environment variable GS_UNSET_VARIABLE is not set"),
     (["--max-image-pixels", "0"], "max_image_pixels: Input should be greater than or equal to 1"),
-    (["--eval-type", "mokc"], "eval_type: Input should be 'openai_api' or 'mock'"),
+    (["--eval-type", "mokc"], "eval_type: Input should be 'openai_api', 'anthropic_api', "
+                              "'openai_responses_api' or 'mock'"),
 ]
 
 

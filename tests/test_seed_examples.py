@@ -6,6 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from cli_support import EXAMPLES, dataset_samples
 from groundscope.simulator import SimBehaviour, SimulatorServer
 
@@ -104,3 +106,46 @@ def test_constants_import_path() -> None:
     from groundscope.constants import EvalType
 
     assert EvalType.OPENAI_API == "openai_api" and EvalType.MOCK == "mock"
+
+
+def test_the_grounding_evaluator_flow_through_anthropic_api(tmp_path: Path) -> None:
+    """The second seed's ``MultiModalEvaluator`` asks an Anthropic-style client
+    (``client.messages.create`` with base64 image blocks) to extract an answer's claims and to
+    verify each against the image. groundscope runs that flow with the model and the grounding
+    judge both on ``anthropic_api``, against the simulator: every request is a Messages API
+    request, the verification requests carry the image as a base64 block, and the numbers are
+    the grounding demo's hand-computed ones (tests/test_grounding_e2e.py)."""
+    import yaml
+
+    from groundscope import run_task
+    from groundscope.config import SimulatorArgs
+    from groundscope.scoring.grounding_prompt import VERIFY_MARKER
+    from groundscope.simulator import sim_responders
+
+    cfg = yaml.safe_load((EXAMPLES / "grounding_demo.yaml").read_text())
+    args = {"general_vqa": {**cfg["dataset_args"]["general_vqa"],
+                            "local_path": str(EXAMPLES / "grounding")}}
+    truth = SimulatorArgs(truth=str(EXAMPLES / "grounding" / "truth.json"), seed=0)
+    plain = {"general_vqa": {k: v for k, v in args["general_vqa"].items() if k != "metric_list"}}
+    server = SimulatorServer(dataset_samples("general_vqa", plain), SimBehaviour(accuracy=0.8),
+                             responders=sim_responders(truth), keep_bodies=True)
+    with server as url:
+        report = run_task({
+            "eval_type": "anthropic_api", "api_url": url, "api_key": "sk-ant-seed",
+            "model": "groundscope-sim", "datasets": ["general_vqa"], "dataset_args": args,
+            "work_dir": str(tmp_path), "no_timestamp": True,
+            "judge": {"models": {"model_id": "grounding-judge", "api_url": url,
+                                 "eval_type": "anthropic_api"},
+                      "grounding": cfg["judge"]["grounding"]}})
+    got = {(r.metric, r.subset): r.score for r in report.dataset("general_vqa").metrics}
+    assert got[("grounding_claims", "OVERALL")] == pytest.approx(22 / 29)
+    assert got[("hallucination", "OVERALL")] == pytest.approx(7 / 29)
+    assert got[("hallucinated_answers", "OVERALL")] == pytest.approx(5 / 15)
+    assert got[("consistent_correct", "OVERALL")] == pytest.approx(0.5)
+    assert {r["path"] for r in server.requests()} == {"/v1/messages"}
+    verifications = [b for b in server.bodies() if isinstance(b["messages"][0]["content"], list)
+                     and b["messages"][0]["content"][0].get("text", "").startswith(VERIFY_MARKER)]
+    assert verifications
+    for body in verifications:
+        images = [b for b in body["messages"][0]["content"] if b["type"] == "image"]
+        assert images and all(b["source"]["type"] == "base64" for b in images)

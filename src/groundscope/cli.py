@@ -90,9 +90,11 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     a("--config", metavar="FILE", help="YAML/JSON task config; flags given here override it")
     a("--model", default=_S, help="model name sent in each request")
     a("--model-id", default=_S, help="model name shown in reports (default: --model)")
-    a("--api-url", default=_S, help="OpenAI-compatible base URL, e.g. http://host:8000/v1")
+    a("--api-url", default=_S, help="the API's base URL, e.g. http://host:8000/v1")
     a("--api-key", default=_S, help="API key, or $ENV_VAR to read it from the environment")
-    a("--eval-type", default=_S, help="openai_api (a live endpoint) or mock (built-in offline model)")
+    a("--eval-type", default=_S,
+      help="openai_api (chat completions), anthropic_api (Messages), openai_responses_api "
+           "(Responses) or mock (the built-in offline model)")
     a("--datasets", nargs="+", default=_S, help="dataset names, e.g. general_vqa general_vmcq")
     a("--dataset-args", type=_json_object, default=_S, help="JSON: per-dataset arguments")
     a("--limit", default=_S,  # a string: TaskConfig's validator is the one rule (bounds.py)
@@ -140,6 +142,9 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     a("--sim-latency-ms", type=float, default=_S, help="mock: latency per request (0)")
     a("--sim-judge-noise", type=float, default=_S,
       help="mock: share of flipped verdicts of 'mock' judge models (0)")
+    a("--sim-api", default=_S,
+      help="mock: the API the run speaks to the simulator (openai_api, anthropic_api, "
+           "openai_responses_api; default openai_api)")
     a("--no-progress", action="store_true", help="plain log lines instead of a progress bar")
 
 
@@ -208,7 +213,7 @@ def eval_config(ns: argparse.Namespace) -> dict[str, Any]:
 
         data = read_config_file(ns.config)
     skip = {"command", "config", "no_progress", "version", "sim_accuracy", "sim_latency_ms",
-            "dry_run", "stream", "sim_judge_noise"}
+            "dry_run", "stream", "sim_judge_noise", "sim_api"}
     for key, value in vars(ns).items():
         if key not in skip:
             data[key] = value
@@ -219,6 +224,8 @@ def eval_config(ns: argparse.Namespace) -> dict[str, Any]:
         sim["latency_ms"] = ns.sim_latency_ms
     if hasattr(ns, "sim_judge_noise"):
         sim["judge_noise"] = ns.sim_judge_noise
+    if hasattr(ns, "sim_api"):
+        sim["api"] = ns.sim_api
     if sim:
         data["simulator"] = sim
     return data

@@ -42,6 +42,7 @@ SCORE_KEYS: dict[str, str] = {
 _EVALSCOPE_SCORE_KEYS = {ours: theirs for theirs, ours in SCORE_KEYS.items() if ours != theirs}
 
 EVAL_TYPES = {"openai_api": "openai_api", "service": "openai_api", "server": "openai_api",
+              "anthropic_api": "anthropic_api", "openai_responses_api": "openai_responses_api",
               "mock": "mock", "simulator": "mock"}
 
 # TaskConfig keys EvalScope has that do not apply here: accepted with a warning.

@@ -27,6 +27,8 @@ from groundscope.media import DEFAULT_MAX_PIXELS
 from groundscope.redaction import redact_url, url_secrets
 
 _ENV_REF = re.compile(r"^\$(?:\{(\w+)\}|(\w+))$")
+# The model APIs (client/apis.py): the evaluated model's and each judge model's ``eval_type``.
+ModelAPI = Literal["openai_api", "anthropic_api", "openai_responses_api"]
 
 
 class _Strict(BaseModel):
@@ -72,12 +74,18 @@ class DatasetArgs(_Strict):
 
 
 class JudgeModel(_Strict):
-    """One judge endpoint."""
+    """One judge endpoint; ``eval_type`` names its API (as EvalScope's judge entries do)."""
 
     model_id: str
     api_url: str
     api_key: SecretStr | None = None
+    eval_type: ModelAPI = "openai_api"
     generation_config: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("eval_type", mode="before")
+    @classmethod
+    def _eval_type(cls, v: Any) -> Any:
+        return compat.EVAL_TYPES.get(v, v) if isinstance(v, str) else v
 
     def secrets(self) -> list[str]:
         """Its API key and the credentials its URL carries (for redaction)."""
@@ -164,6 +172,7 @@ class SimulatorArgs(_Strict):
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     judge_noise: float = Field(default=0.0, ge=0.0, le=1.0)  # share of flipped mock verdicts
     truth: str | None = None  # ground-truth file of the grounding mode (simulator/grounding.py)
+    api: ModelAPI = "openai_api"  # the API a mock run speaks to its simulator (it serves all)
 
 
 class TaskConfig(_Strict):
@@ -181,7 +190,7 @@ class TaskConfig(_Strict):
     model_id: str | None = None
     api_url: str | None = None
     api_key: SecretStr | None = None
-    eval_type: Literal["openai_api", "mock"] = "openai_api"
+    eval_type: Literal["openai_api", "anthropic_api", "openai_responses_api", "mock"] = "openai_api"
     datasets: list[str] = Field(default_factory=list, min_length=1)
     dataset_args: dict[str, DatasetArgs] = Field(default_factory=dict)
     limit: int | float | None = None
@@ -416,12 +425,12 @@ def _cross_check(cfg: TaskConfig) -> None:
                 f"dataset_args.{name}: not among --datasets ({', '.join(cfg.datasets)})"
                 f"{_did_you_mean(name, cfg.datasets)}"
             )
-    if cfg.eval_type == "openai_api" and not cfg.api_url:
-        raise ConfigError("api_url: required for eval_type openai_api (or use --eval-type mock)")
-    if cfg.eval_type == "openai_api" and cfg.api_url:
-        from groundscope.client.openai import endpoint_auth
+    if cfg.eval_type != "mock" and not cfg.api_url:
+        raise ConfigError(f"api_url: required for eval_type {cfg.eval_type} (or use --eval-type mock)")
+    if cfg.eval_type != "mock" and cfg.api_url:
+        from groundscope.client.apis import wire_api
 
-        endpoint_auth(cfg.api_url, cfg.api_key)  # a ConfigError now, before a run directory
+        wire_api(cfg.eval_type).endpoint(cfg.api_url, cfg.api_key)  # a ConfigError now
     if cfg.judge is not None and cfg.judge.strategy in {"llm", "llm_recall"} and not cfg.judge.models:
         raise ConfigError(f"judge.models: strategy {cfg.judge.strategy!r} needs at least one model")
     if cfg.judge is not None:
@@ -433,7 +442,7 @@ def _check_judge_urls(judge: JudgeConfig, eval_type: str) -> None:
     it does not carry credentials (user:password@) and an API key at once."""
     from urllib.parse import urlsplit
 
-    from groundscope.client.openai import endpoint_auth
+    from groundscope.client.apis import wire_api
 
     own = judge.grounding.models if judge.grounding else []
     named = [(f"judge.models[{i}]", m) for i, m in enumerate(judge.models)]
@@ -448,6 +457,6 @@ def _check_judge_urls(judge: JudgeConfig, eval_type: str) -> None:
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ConfigError(f"{where}: must be an http(s) URL, or 'mock' with eval_type mock")
         try:
-            endpoint_auth(m.api_url, m.api_key)
+            wire_api(m.eval_type).endpoint(m.api_url, m.api_key)
         except ConfigError as exc:
             raise ConfigError(f"{name}.{exc}") from None

@@ -10,6 +10,8 @@ class EvalType(StrEnum):
 
     OPENAI_API = "openai_api"
     SERVICE = "openai_api"  # EvalScope's older name for the same thing
+    ANTHROPIC_API = "anthropic_api"  # the Anthropic Messages API
+    OPENAI_RESPONSES_API = "openai_responses_api"  # the OpenAI Responses API
     MOCK = "mock"  # the built-in offline simulator
 
 

@@ -124,15 +124,18 @@ class Runner:
                 if cfg.eval_type == "mock":
                     api_url = await self._start_simulator(stack)
                     self.scoring.mock_url = api_url
+                from groundscope.client.apis import wire_api
                 from groundscope.client.openai import ChatClient
                 from groundscope.client.retry import RetryPolicy
 
+                api = cfg.simulator.api if cfg.eval_type == "mock" else cfg.eval_type
                 client = ChatClient(
                     api_url or "", cfg.model, api_key=cfg.api_key,
                     generation_config=cfg.generation_config, timeout=cfg.timeout,
                     retry=RetryPolicy(max_retries=cfg.max_retries, base_delay=cfg.retry_base_delay,
                                       max_delay=cfg.retry_max_delay),
                     concurrency=cfg.eval_batch_size, max_response_bytes=cfg.max_response_bytes,
+                    wire=wire_api(api),
                 )
                 stack.push_async_callback(client.aclose)
                 await self._evaluate(client)

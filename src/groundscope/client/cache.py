@@ -9,7 +9,8 @@ corrupt line is skipped, since a cache is never the source of truth.
 
 The key is the sha256 of the request's identity (:func:`cache_key`): the model id, the
 *configured* API URL (``"mock"`` stays ``"mock"`` although the simulator's port changes), the
-full request messages and the generation config as sent. Media enter by their stable
+API it is spoken in (another than ``openai_api`` only: chat keys are what they always were),
+the full request messages and the generation config as sent. Media enter by their stable
 description (path, redacted URL or content hash, ``media.describe``), never by payload,
 so a request rebuilt from a saved run hashes like the original. Only successful replies are
 stored: a failed request is retried next time. API keys are never part of a key or a line.
@@ -57,13 +58,16 @@ def _message_identity(msg: Message) -> list[Any]:
 
 
 def cache_key(model_id: str, api_url: str, messages: Sequence[Message],
-              generation_config: Mapping[str, Any] | None) -> str:
-    """sha256 of a request's identity: model id, configured URL, messages, generation config.
+              generation_config: Mapping[str, Any] | None, api: str = "openai_api") -> str:
+    """sha256 of a request's identity: model id, configured URL, API, messages, generation
+    config.
 
     >>> k = cache_key("judge", "mock", [Message("user", "hi")], {})
     >>> k == cache_key("judge", "mock", [Message("user", "hi")], {"temperature": 0})
     True
     >>> k == cache_key("judge", "mock", [Message("user", "hi!")], {})
+    False
+    >>> k == cache_key("judge", "mock", [Message("user", "hi")], {}, api="anthropic_api")
     False
     """
     doc = {
@@ -73,6 +77,8 @@ def cache_key(model_id: str, api_url: str, messages: Sequence[Message],
         "messages": [_message_identity(m) for m in messages],
         "config": effective_config(generation_config),
     }
+    if api != "openai_api":
+        doc["api"] = api
     raw = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
     return hashlib.sha256(raw).hexdigest()
 
@@ -167,18 +173,20 @@ Connect = Callable[[], Awaitable[ChatClient]]
 class CachedChat:
     """``complete(messages)`` answered from a :class:`ResponseCache`, else by a ``ChatClient``.
 
-    ``model_id``, ``api_url`` (as configured, without credentials: ``redact_url``) and
-    ``generation_config`` form the key with the messages. ``connect`` builds the client on
+    ``model_id``, ``api_url`` (as configured, without credentials: ``redact_url``), ``api``
+    and ``generation_config`` form the key with the messages. ``connect`` builds the client on
     the first miss, inside the running loop, so a fully cached run opens no connection.
     Identical requests in flight at once are sent once. ``requests`` counts calls that
     reached the client, ``hits`` calls answered from the cache.
     """
 
     def __init__(self, cache: ResponseCache, *, model_id: str, api_url: str,
-                 generation_config: Mapping[str, Any] | None, connect: Connect) -> None:
+                 generation_config: Mapping[str, Any] | None, connect: Connect,
+                 api: str = "openai_api") -> None:
         self.cache = cache
         self.model_id = model_id
         self.api_url = redact_url(api_url)  # URL credentials never enter a key
+        self.api = api
         self.generation_config: dict[str, Any] = dict(generation_config or {})
         self._connect = connect
         self._client: ChatClient | None = None
@@ -191,7 +199,7 @@ class CachedChat:
         return f"CachedChat(model_id={self.model_id!r})"
 
     def key(self, messages: Sequence[Message]) -> str:
-        return cache_key(self.model_id, self.api_url, messages, self.generation_config)
+        return cache_key(self.model_id, self.api_url, messages, self.generation_config, self.api)
 
     async def complete(self, messages: Sequence[Message]) -> Completion:
         """The reply to ``messages``; ``ModelError`` / ``MediaError`` propagate uncached."""

@@ -1,15 +1,19 @@
-"""OpenAI chat-completions: request building (pure) + the aiohttp sender.
+"""OpenAI chat-completions: request building (pure) + the aiohttp sender of every API.
 
 The pure half (:func:`wire_messages`, :func:`build_body`, :func:`request_hash`) knows the
-wire format and nothing about I/O; a reply body is read by ``client/reply.py``.
-:class:`ChatClient` owns one pooled keep-alive session, the timeout, the retry policy and
-the reply bounds (``client/limits.py``), and maps every failure onto the exception tree::
+wire format and nothing about I/O; a reply body is read by ``client/reply.py``; the two
+make :data:`CHAT`, the ``openai_api`` :class:`~groundscope.client.wire.WireAPI`.
+:class:`ChatClient` is the policy over a wire API (``CHAT`` unless given another, e.g.
+``client/anthropic.py``, ``client/responses.py``): it owns one pooled keep-alive session,
+the timeout, the retry policy and the reply bounds (``client/limits.py``), and maps every
+failure onto the exception tree (the wire API names the error kinds)::
 
     HTTP 429 / 408 / 5xx, timeout, connection error, malformed 200 body  -> RetryableError
     other 4xx, a redirect (3xx), a reply over max_response_bytes,
     a body without choices that says why, an empty content-filtered reply -> ResponseError
     a medium that cannot be read (raised before sending)                 -> MediaError
     remote audio that cannot be fetched (before sending)                 -> MediaFetchError
+    a part the wire API has no form for (e.g. audio for anthropic_api)   -> ModelError
 
 ``ResponseError.kind`` is ``context_length`` / ``content_filter`` when the server says so,
 ``redirect``, ``response_too_large``, ``media_fetch``, else ``http_<status>``; a malformed
@@ -50,6 +54,7 @@ from groundscope.client.http_errors import http_error, truncate
 from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES, ERROR_BODY_BYTES, HEADER_LIMITS, read_body
 from groundscope.client.reply import parse_completion
 from groundscope.client.retry import OnRetry, RetryPolicy, call_with_retry
+from groundscope.client.wire import WireAPI
 from groundscope.errors import ConfigError, ResponseError, RetryableError
 from groundscope.redaction import Redactor, redact_url, url_credentials, url_secrets
 from groundscope.types import Completion, MediaPart, Message, TextPart
@@ -105,7 +110,7 @@ def effective_config(generation_config: Mapping[str, Any] | None) -> dict[str, A
 
 def build_body(
     messages: Sequence[Message], model: str, generation_config: Mapping[str, Any] | None,
-    *, fetched: Mapping[str, bytes] | None = None,
+    fetched: Mapping[str, bytes] | None = None,
 ) -> dict[str, Any]:
     """The chat-completions request body. Unknown generation keys pass through; no
     ``stream`` key (non-streaming is the API's default; EvalScope sends none either)."""
@@ -194,8 +199,19 @@ def endpoint_auth(api_url: str, api_key: SecretStr | str | None) -> tuple[str, s
     return bare, "Basic " + base64.b64encode(":".join(creds).encode()).decode()
 
 
+def chat_endpoint(api_url: str, api_key: SecretStr | str | None) -> tuple[str, dict[str, str]]:
+    """:func:`endpoint_auth` as the headers a request carries."""
+    url, authorization = endpoint_auth(api_url, api_key)
+    return url, {"Authorization": authorization} if authorization else {}
+
+
+CHAT = WireAPI("openai_api", chat_endpoint, build_body, parse_completion, http_error,
+               remote_audio=True)
+
+
 class ChatClient:
-    """An OpenAI-compatible chat client with one pooled keep-alive session.
+    """A model client with one pooled keep-alive session, speaking ``wire`` (default
+    :data:`CHAT`, OpenAI-compatible chat completions).
 
     The session is created lazily inside the running loop; use ``async with`` or call
     :meth:`aclose`. ``concurrency`` sizes the connection pool and bounds in-flight requests
@@ -213,16 +229,18 @@ class ChatClient:
         retry: RetryPolicy | None = None,
         concurrency: int = 32,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        wire: WireAPI | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
         if max_response_bytes < 1:
             raise ValueError("max_response_bytes must be >= 1")
         self.api_key = api_key if isinstance(api_key, SecretStr | None) else SecretStr(api_key)
-        url, authorization = endpoint_auth(api_url, self.api_key)
+        self.wire = wire or CHAT
+        url, auth_headers = self.wire.endpoint(api_url, self.api_key)
         self.api_url = redact_url(url)  # for display; requests go to the secret-bearing one
         self._url = SecretStr(url)
-        self._authorization = SecretStr(authorization) if authorization else None
+        self._auth_headers = {k: SecretStr(v) for k, v in auth_headers.items()}
         self.redactor = Redactor([*url_secrets(api_url),
                                   self.api_key.get_secret_value() if self.api_key else None])
         self.model = model
@@ -238,12 +256,11 @@ class ChatClient:
         self.fetcher = MediaFetcher(timeout=timeout)  # remote audio, fetched at send time
 
     def __repr__(self) -> str:
-        return f"ChatClient(api_url={self.api_url!r}, model={self.model!r})"
+        return f"ChatClient(api_url={self.api_url!r}, model={self.model!r}, api={self.wire.name!r})"
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._authorization is not None:
-            headers["Authorization"] = self._authorization.get_secret_value()
+        headers.update((k, v.get_secret_value()) for k, v in self._auth_headers.items())
         return headers
 
     def _ensure_session(self) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
@@ -273,7 +290,7 @@ class ChatClient:
         generation_config: Mapping[str, Any] | None = None,
         on_retry: OnRetry | None = None,
     ) -> Completion:
-        """Send one chat request, retrying transient failures; return the parsed reply.
+        """Send one request, retrying transient failures; return the parsed reply.
 
         ``generation_config`` is merged over the client's default config. ``on_retry``
         (``(attempt, error, delay)``) lets the caller count retries; a final failure
@@ -283,8 +300,8 @@ class ChatClient:
         if generation_config:
             config = {**config, **generation_config}
         # remote audio first (MediaFetchError), then the body (MediaError): neither retried
-        fetched = await self.fetcher.fetch_all(messages)
-        body = orjson.dumps(build_body(messages, self.model, config, fetched=fetched))
+        fetched = await self.fetcher.fetch_all(messages) if self.wire.remote_audio else None
+        body = orjson.dumps(self.wire.body(messages, self.model, config, fetched))
         completion, _ = await call_with_retry(
             lambda: self._post(body), self.retry, on_retry=on_retry or _log_retry
         )
@@ -319,8 +336,8 @@ class ChatClient:
         if 300 <= status < 400:
             raise self._redirect(status, location)
         if status != 200:
-            raise http_error(status, raw, retry_after, self.redactor.redact)
-        return self._redacted(parse_completion(raw))
+            raise self.wire.error(status, raw, retry_after, self.redactor.redact)
+        return self._redacted(self.wire.reply(raw))
 
     def _redacted(self, completion: Completion) -> Completion:
         """The reply with every credential the endpoint may have echoed hidden."""

@@ -39,18 +39,18 @@ MAX_TOKEN_COUNT = 2**31 - 1
 TokenCount = Annotated[StrictInt, Field(ge=0, le=MAX_TOKEN_COUNT)]
 
 
-class _Lax(BaseModel):
+class LaxModel(BaseModel):
     """Unknown fields ignored; the fields we read have the types the API promises."""
 
     model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
 
 
-class ReplyPart(_Lax):
+class ReplyPart(LaxModel):
     type: StrictStr | None = None
     text: StrictStr | None = None
 
 
-class ReplyMessage(_Lax):
+class ReplyMessage(LaxModel):
     content: StrictStr | list[StrictStr | ReplyPart] | None = None
     reasoning_content: Any = None
     reasoning: Any = None
@@ -66,12 +66,12 @@ class ReplyMessage(_Lax):
         return value if isinstance(value, str) else None
 
 
-class ReplyChoice(_Lax):
+class ReplyChoice(LaxModel):
     message: ReplyMessage
     finish_reason: StrictStr | None = None
 
 
-class ReplyUsage(_Lax):
+class ReplyUsage(LaxModel):
     prompt_tokens: TokenCount | None = None
     completion_tokens: TokenCount | None = None
     total_tokens: TokenCount | None = None
@@ -82,7 +82,7 @@ class ReplyUsage(_Lax):
         return Usage(prompt, completion, total)
 
 
-class ChatReply(_Lax):
+class ChatReply(LaxModel):
     """The part of a chat-completions reply groundscope reads."""
 
     model: StrictStr | None = None
@@ -90,7 +90,8 @@ class ChatReply(_Lax):
     usage: ReplyUsage | None = None
 
 
-def _malformed(err: ValidationError) -> RetryableError:
+def malformed(err: ValidationError) -> RetryableError:
+    """The ``malformed_response`` error of a reply that failed its model (first problem named)."""
     first = err.errors(include_input=False, include_url=False)[0]
     where = ".".join(str(p) for p in first["loc"])
     more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
@@ -117,7 +118,7 @@ def parse_completion(raw: bytes) -> Completion:
     try:
         reply = ChatReply.model_validate_json(raw)
     except ValidationError as err:
-        raise _malformed(err) from None
+        raise malformed(err) from None
     if not reply.choices:
         raise _no_choices(raw)
     choice = reply.choices[0]

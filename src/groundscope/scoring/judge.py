@@ -232,7 +232,7 @@ class JudgePanel:
             model = self.cfg.models[i]
             mock_url(self.ctx, model)  # no simulator to talk to: an error now, not a vote lost
             chat = CachedChat(response_cache(self.ctx, purpose), model_id=model.model_id,
-                              api_url=model.api_url,
+                              api_url=model.api_url, api=model.eval_type,
                               generation_config={**model.generation_config, **overrides},
                               connect=lambda: self._client(i))
             self._chats[key] = chat
@@ -248,6 +248,7 @@ class JudgePanel:
             return client
 
     async def _connect(self, model: JudgeModel) -> ChatClient:
+        from groundscope.client.apis import wire_api
         from groundscope.client.openai import ChatClient
         from groundscope.client.retry import RetryPolicy
 
@@ -256,7 +257,8 @@ class JudgePanel:
                           generation_config=model.generation_config, timeout=self.ctx.timeout,
                           retry=RetryPolicy(max_retries=self.ctx.max_retries),
                           concurrency=self.ctx.judge_concurrency,
-                          max_response_bytes=self.ctx.max_response_bytes)
+                          max_response_bytes=self.ctx.max_response_bytes,
+                          wire=wire_api(model.eval_type))
 
 
 def mock_judged(judge: JudgeConfig | None) -> bool:

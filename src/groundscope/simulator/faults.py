@@ -14,9 +14,9 @@ Turned on by :class:`~groundscope.simulator.oracle.SimBehaviour` knobs (and the
 - ``header_bytes``: every answer carries an ``X-Padding`` header this long;
 - ``redirect_to``: every chat request is answered ``307`` with this ``Location``;
 - ``echo_key``: the credential of the request's Authorization header (a Bearer key, or the
-  password of Basic auth) is echoed back in many forms (:func:`echo_forms`): in a 401 error
-  body (``"error"``), or in the completion text, its reasoning and its model name
-  (``"reply"``).
+  password of Basic auth) or its ``x-api-key`` is echoed back in many forms
+  (:func:`echo_forms`): in a 401 error body (``"error"``), or in the completion text, its
+  reasoning and its model name (``"reply"``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import dataclasses
 import zlib
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
@@ -31,6 +32,8 @@ from urllib.parse import quote
 
 import orjson
 from aiohttp import web
+
+from groundscope.simulator.wire import SimReply
 
 Record = Callable[..., None]
 
@@ -136,16 +139,21 @@ def echo_error(authorization: str | None) -> web.Response:
     return web.Response(status=401, body=body.encode(), content_type="application/json")
 
 
-def echo_into(data: dict[str, Any], authorization: str | None) -> None:
-    """A completion body (``wire.completion_body``) with the credential echoed in its
-    text, its reasoning and its model name."""
+def echo_reply(reply: SimReply, model: str, authorization: str | None) -> tuple[SimReply, str]:
+    """A reply (and model name) with the credential echoed in its text, its reasoning and
+    the model name, whatever API renders it."""
     echo = echo_text(authorization)
     if not echo:
-        return
-    message = data["choices"][0]["message"]
-    message["content"] = f"{message['content']}\n{echo}"
-    message["reasoning_content"] = echo
-    data["model"] = f"{data['model']} {credential(authorization)!s}".upper()
+        return reply, model
+    echoed = dataclasses.replace(reply, content=f"{reply.content}\n{echo}", reasoning=echo)
+    return echoed, f"{model} {credential(authorization)!s}".upper()
+
+
+def credential_header(request: web.Request) -> str | None:
+    """The request's credential as an Authorization value: that header, or an Anthropic
+    ``x-api-key`` as a Bearer token."""
+    key = request.headers.get("x-api-key")
+    return request.headers.get("Authorization") or (f"Bearer {key}" if key else None)
 
 
 # ---------------------------------------------------------------- large replies
@@ -227,7 +235,7 @@ async def hostile_reply(request: web.Request, b: Knobs, info: dict[str, Any],
         return web.Response(status=307, headers={"Location": b.redirect_to})
     if b.echo_key == "error":
         record(request, 401, fault="echo", **info)
-        return echo_error(request.headers.get("Authorization"))
+        return echo_error(credential_header(request))
     if b.header_bytes:
         record(request, 200, fault="header_bytes", **info)
         body = orjson.dumps({"choices": [{"message": {"content": "short"}}]})

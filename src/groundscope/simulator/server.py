@@ -1,12 +1,13 @@
-"""The offline OpenAI-compatible model: a real aiohttp server on loopback.
+"""The offline model server: a real aiohttp server on loopback.
 
-It answers ``POST /v1/chat/completions`` from the dataset's own references with a set
-accuracy (a *noisy oracle*, ``oracle.py``), and injects failures (429 with
-Retry-After, 500, hangs, malformed JSON, dropped connections) and, on request, hostile
-replies (broken 200 bodies, huge / gzip-bombed / endless replies, redirects, echoed keys:
-``faults.py``). Every decision is a hash of
-``(seed, key, attempt)``, where ``key`` identifies the request's content and ``attempt``
-counts how often that key was asked, so retries eventually succeed and a run is
+It answers ``POST /v1/chat/completions``, ``/v1/messages`` (Anthropic) and ``/v1/responses``
+(OpenAI Responses) alike (``apis.py`` turns each into one form and renders the reply in its
+own), from the dataset's own references with a set accuracy (a *noisy oracle*,
+``oracle.py``), and injects failures (429 with Retry-After, 500, hangs, malformed JSON,
+dropped connections) and, on request, hostile replies (broken 200 bodies, huge /
+gzip-bombed / endless replies, redirects, echoed keys: ``faults.py``). Every decision is a
+hash of ``(seed, key, attempt)``, where ``key`` identifies the request's content and
+``attempt`` counts how often that key was asked, so retries eventually succeed and a run is
 reproducible.
 
 Replies come from *responders* tried in order (``SimRequest -> SimReply | None``); the
@@ -15,13 +16,14 @@ responders placed before it (``judge.py``, ``grounding.py``). Request parsing an
 ``wire.py``.
 
 Observability: ``GET /_sim/requests`` and ``GET /_sim/stats`` (and the same in process);
-no record holds base64 payloads (only their hashes) or the Authorization header.
+no record holds base64 payloads (only their hashes) or a credential header.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import socket
@@ -34,7 +36,14 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from groundscope.simulator.faults import MALFORMED_BODIES, echo_into, hostile_reply, malformed_kind
+from groundscope.simulator.apis import CHAT, MESSAGES, RESPONSES, SimAPI
+from groundscope.simulator.faults import (
+    MALFORMED_BODIES,
+    credential_header,
+    echo_reply,
+    hostile_reply,
+    malformed_kind,
+)
 from groundscope.simulator.grounding import sim_responders
 from groundscope.simulator.oracle import (
     DISTRACTOR,
@@ -53,8 +62,6 @@ from groundscope.simulator.wire import (
     SimRequest,
     bytes_id,
     check_params,
-    completion_body,
-    error_response,
     json_response,
     parse_messages,
 )
@@ -149,7 +156,7 @@ class SimulatorServer:
     def _record(self, request: web.Request, status: int, **fields: Any) -> None:
         headers = {str(k): v for k, v in request.headers.items()
                    if k.lower() not in _HIDDEN_HEADERS}
-        auth = request.headers.get("Authorization")
+        auth = credential_header(request)
         with self._lock:
             self._counts["requests"] += 1
             self._counts[f"status:{status}"] += 1
@@ -165,28 +172,38 @@ class SimulatorServer:
     # ------------------------------------------------------------ handlers
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(CHAT, request)
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(MESSAGES, request)
+
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(RESPONSES, request)
+
+    async def _serve(self, api: SimAPI, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()  # the latency counts from here: parsing is part of it
         raw = await request.read()
         try:
             body = orjson.loads(raw)
             if not isinstance(body, dict):
                 raise BadRequest("the request body must be a JSON object")
-            texts, ids, stripped, tokens = parse_messages(body.get("messages"))
-            check_params(body)
+            chat = api.to_chat(body, request.headers)
+            texts, ids, stripped, tokens = parse_messages(chat.get("messages"))
+            check_params(chat)
         except (orjson.JSONDecodeError, BadRequest) as err:
             msg = str(err) if isinstance(err, BadRequest) else "could not parse the JSON body"
-            self._record(request, 400, key=None, attempt=0, fault=None, error=msg)
-            return error_response(400, msg, "invalid_request_error", getattr(err, "code", None),
-                          getattr(err, "param", None))
+            self._record(request, 400, key=None, attempt=0, fault=None, error=msg, api=api.name)
+            return api.error(400, msg, "invalid_request_error", getattr(err, "code", None),
+                             getattr(err, "param", None))
         key = oracle_key(texts, ids)
         with self._lock:
             attempt = self._attempts[key] = self._attempts.get(key, 0) + 1
             if self.keep_bodies:
                 self._bodies.append(body)
-        req = SimRequest(body, tuple(texts), tuple(ids), key, oracle_key(texts, ()), attempt,
+        req = SimRequest(chat, tuple(texts), tuple(ids), key, oracle_key(texts, ()), attempt,
                          self.behaviour)
-        info = {"key": key, "attempt": attempt, "model": body["model"],
-                "body": {**body, "messages": stripped}}
+        info = {"key": key, "attempt": attempt, "model": chat["model"], "api": api.name,
+                "body": {**chat, "messages": stripped}}
         delay = self.behaviour.latency_s(key, attempt) - (time.monotonic() - started)
         if delay > 0:
             await asyncio.sleep(delay)
@@ -195,14 +212,14 @@ class SimulatorServer:
             return hostile
         fault = self.behaviour.fault(key, attempt)
         if fault is not None and fault != "timeout":
-            return self._inject(request, fault, info)
+            return self._inject(api, request, fault, info)
         if fault == "timeout" and not await self._hang(request, info):
             self._record(request, 503, fault=fault, **info)
-            return error_response(503, "the simulator is shutting down", "server_error")
-        return self._answer(request, req, tokens, fault, info)
+            return api.error(503, "the simulator is shutting down", "server_error")
+        return self._answer(api, request, req, tokens, fault, info)
 
-    def _answer(self, request: web.Request, req: SimRequest, tokens: int, fault: str | None,
-                info: dict[str, Any]) -> web.Response:
+    def _answer(self, api: SimAPI, request: web.Request, req: SimRequest, tokens: int,
+                fault: str | None, info: dict[str, Any]) -> web.Response:
         limit = self.behaviour.max_context_tokens
         wanted = tokens + int(req.body.get("max_tokens") or 0)
         if limit is not None and wanted > limit:
@@ -210,14 +227,14 @@ class SimulatorServer:
                    f"requested {wanted} tokens ({tokens} in the messages). Please reduce the "
                    "length of the messages.")
             self._record(request, 400, fault=fault, error=msg, **info)
-            return error_response(400, msg, "invalid_request_error", "context_length_exceeded",
-                          "messages")
+            return api.error(400, msg, "invalid_request_error", "context_length_exceeded",
+                             "messages")
         reply = next(r for r in (f(req) for f in self.responders) if r is not None)
         self._record(request, 200, fault=fault, **info)
-        data = completion_body(req, reply, tokens)
         if self.behaviour.echo_key == "reply":
-            echo_into(data, request.headers.get("Authorization"))
-        return json_response(data)
+            reply, model = echo_reply(reply, req.body["model"], credential_header(request))
+            req = dataclasses.replace(req, body={**req.body, "model": model})
+        return json_response(api.reply(req, reply, tokens))
 
     async def _hang(self, request: web.Request, info: dict[str, Any]) -> bool:
         """Hold the response for ``hang_s``; False if the server is stopping meanwhile.
@@ -234,18 +251,19 @@ class SimulatorServer:
             raise
         return False
 
-    def _inject(self, request: web.Request, fault: str, info: dict[str, Any]) -> web.Response:
+    def _inject(self, api: SimAPI, request: web.Request, fault: str,
+                info: dict[str, Any]) -> web.Response:
         if fault == "429":
             after = self.behaviour.retry_after_s
             header = str(int(after)) if float(after).is_integer() else f"{after:g}"
             self._record(request, 429, fault=fault, **info)
-            return error_response(429, "Rate limit reached (simulated). Please retry later.",
-                          "rate_limit_error", "rate_limit_exceeded",
-                          headers={"Retry-After": header})
+            return api.error(429, "Rate limit reached (simulated). Please retry later.",
+                             "rate_limit_error", "rate_limit_exceeded",
+                             headers={"Retry-After": header})
         if fault == "500":
             self._record(request, 500, fault=fault, **info)
-            return error_response(500, "The server had an error processing your request (simulated).",
-                          "server_error")
+            return api.error(500, "The server had an error processing your request (simulated).",
+                             "server_error")
         if fault == "malformed":
             with self._lock:
                 kind = malformed_kind(self.behaviour.malformed_body, self._counts["malformed"])
@@ -280,8 +298,10 @@ class SimulatorServer:
 
     def _app(self) -> web.Application:
         app = web.Application(client_max_size=512 * 1024**2)
-        app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_post("/chat/completions", self._chat)
+        handlers = {CHAT: self._chat, MESSAGES: self._messages, RESPONSES: self._responses}
+        for api, handler in handlers.items():
+            for route in api.routes:
+                app.router.add_post(route, handler)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/_sim/requests", self._sim_requests)
         app.router.add_get("/_sim/bodies", self._sim_bodies)
