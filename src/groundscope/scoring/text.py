@@ -70,6 +70,7 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
+from groundscope.scoring.base import TooLongToScore
 from groundscope.scoring.tokenize import (
     bleu_tokens,
     bleu_words,
@@ -79,8 +80,8 @@ from groundscope.scoring.tokenize import (
 )
 
 __all__ = [
-    "BLEU_KEYS", "ROUGE_KEYS", "best_over_references", "bleu", "bleu_tokens", "contains_chinese",
-    "lcs_length", "punkt_parameters", "rouge", "rouge_tokens",
+    "BLEU_KEYS", "LCS_MAX_PAIRS", "ROUGE_KEYS", "TooLongToScore", "best_over_references", "bleu",
+    "bleu_tokens", "contains_chinese", "lcs_length", "punkt_parameters", "rouge", "rouge_tokens",
 ]
 
 BLEU_KEYS: tuple[str, ...] = ("bleu-1", "bleu-2", "bleu-3", "bleu-4")
@@ -144,18 +145,37 @@ def bleu(prediction: str, reference: str) -> dict[str, float]:
     return _bleu_from_tokens(bleu_words(prediction), bleu_words(reference))
 
 
+# ROUGE-L's LCS costs |hyp| x |ref| / 30 machine-word operations, whatever the algorithm (no
+# subquadratic one exists in general), and its bit masks up to |distinct ref tokens| x |hyp|
+# bits. Beyond this many token pairs (~1 s of CPU, <= 128 MiB of masks) a pair is not
+# scored: two multi-megabyte texts would otherwise take minutes. A long answer against a
+# short reference (the usual case) stays far below it: 1,000,000 x 1,000 tokens is allowed.
+LCS_MAX_PAIRS = 2**30
+
+
 def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
     """Length of the longest common subsequence, bit-parallel (Allison-Dix / Hyyrö):
     one big-integer update per token of the shorter sequence.
+
+    The bit masks (positions in the longer sequence) are made only for tokens of the
+    shorter one, each at once from its positions: growing a mask per token bit by bit was
+    quadratic in the longer length (36 s for a 4 MB answer of distinct words).
+    ``TooLongToScore`` beyond :data:`LCS_MAX_PAIRS` token pairs.
 
     >>> lcs_length("the cat is on the mat".split(), "the cat sat on the mat".split())
     5
     """
     if len(a) < len(b):
         a, b = b, a
-    masks: dict[str, int] = {}
+    if len(a) * len(b) > LCS_MAX_PAIRS:
+        raise TooLongToScore(f"ROUGE-L would compare {len(b):,} x {len(a):,} tokens, more "
+                             f"than its limit of {LCS_MAX_PAIRS:,} token pairs")
+    wanted = set(b)
+    positions: dict[str, list[int]] = {}
     for i, token in enumerate(a):
-        masks[token] = masks.get(token, 0) | (1 << i)
+        if token in wanted:
+            positions.setdefault(token, []).append(i)
+    masks = {token: _bit_mask(where, len(a)) for token, where in positions.items()}
     full = (1 << len(a)) - 1
     row = full
     for token in b:
@@ -164,6 +184,14 @@ def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
             hit = row & match
             row = ((row + hit) | (row - hit)) & full
     return len(a) - row.bit_count()
+
+
+def _bit_mask(positions: list[int], width: int) -> int:
+    """The integer with bits ``positions`` set, made in O(width / 8 + len(positions))."""
+    bits = bytearray((width + 7) // 8)
+    for i in positions:
+        bits[i >> 3] |= 1 << (i & 7)
+    return int.from_bytes(bits, "little")
 
 
 def _f1(precision: float, recall: float) -> float:
