@@ -101,6 +101,8 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
       help="cap on one retry delay, Retry-After included (default 30)")
     a("--max-image-pixels", type=int, default=_S,
       help="larger images are refused: a decompression-bomb guard (default: Pillow's, ~89.5M)")
+    a("--max-record-bytes", type=int, default=_S,
+      help="a dataset line / row longer than this is a bad record (default 64 MiB)")
     a("--judge-concurrency", type=int, default=_S, help="judge requests in flight at once")
     a("--sim-accuracy", type=float, default=_S, help="mock: share of correct answers (0.8)")
     a("--sim-latency-ms", type=float, default=_S, help="mock: latency per request (0)")

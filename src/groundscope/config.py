@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator
 
 from groundscope import compat
+from groundscope.dataset.readers import DEFAULT_MAX_RECORD_BYTES
 from groundscope.errors import ConfigError
 from groundscope.media import DEFAULT_MAX_PIXELS
 
@@ -165,6 +166,7 @@ class TaskConfig(_Strict):
     retry_base_delay: float = Field(default=0.5, ge=0.0)
     retry_max_delay: float = Field(default=30.0, ge=0.0)
     max_image_pixels: int = Field(default=DEFAULT_MAX_PIXELS, ge=1)
+    max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, ge=1)
     judge_concurrency: int | None = Field(default=None, ge=1)
     max_error_rate: float | None = Field(default=None, ge=0.0, le=1.0)
     simulator: SimulatorArgs = Field(default_factory=SimulatorArgs)

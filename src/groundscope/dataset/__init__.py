@@ -20,7 +20,7 @@ from typing import Any
 
 from groundscope.dataset import legacy, mcq, vqa
 from groundscope.dataset.discover import find_subset_file, list_subsets
-from groundscope.dataset.readers import count_records, iter_records
+from groundscope.dataset.readers import DEFAULT_MAX_RECORD_BYTES, count_records, iter_records
 from groundscope.errors import ConfigError, DatasetError, MediaError, RecordError
 from groundscope.types import Origin, Sample
 
@@ -127,6 +127,7 @@ def load_samples(
     limit: int | float | None = None,
     ctx_kwargs: Mapping[str, Any] | None = None,
     strict: bool = False,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
 ) -> Iterator[tuple[str, Sample | RecordError]]:
     """Lazily yield ``(subset, sample or RecordError)`` for every subset of a dataset.
 
@@ -135,7 +136,7 @@ def load_samples(
     (0, 1] keeps ``floor(fraction * count)``. Bad records count toward the limit.
     ``strict=True`` raises the first ``RecordError`` instead of yielding it.
     ``ctx_kwargs`` fill ``FormatContext`` (``system_prompt``, ``prompt_template``,
-    ``shuffle_choices``, ``seed``).
+    ``shuffle_choices``, ``seed``). A record longer than ``max_record_bytes`` is a bad record.
     """
     fmt = get_format(name)
     _check_limit(limit)
@@ -147,7 +148,8 @@ def load_samples(
     for subset in names:
         path = find_subset_file(local_path, subset, fmt.split)
         ctx = _context(name, subset, path, ctx_kwargs, warned)
-        for item in _subset_items(fmt, path, ctx, _resolve_limit(limit, path)):
+        limit_n = _resolve_limit(limit, path, max_record_bytes)
+        for item in _subset_items(fmt, path, ctx, limit_n, max_record_bytes):
             if strict and isinstance(item, RecordError):
                 raise item
             yield subset, item
@@ -181,18 +183,18 @@ def _check_limit(limit: int | float | None) -> None:
         raise ConfigError(f"a fractional limit must be in (0, 1], got {limit}")
 
 
-def _resolve_limit(limit: int | float | None, path: Path) -> int | None:
+def _resolve_limit(limit: int | float | None, path: Path, max_record_bytes: int) -> int | None:
     if not limit:
         return None
     if isinstance(limit, float):
-        return int(count_records(path) * limit)
+        return int(count_records(path, max_record_bytes=max_record_bytes) * limit)
     return limit
 
 
 def _subset_items(
-    fmt: DatasetFormat, path: Path, ctx: FormatContext, limit: int | None
+    fmt: DatasetFormat, path: Path, ctx: FormatContext, limit: int | None, max_record_bytes: int
 ) -> Iterator[Sample | RecordError]:
-    for origin, record in islice(iter_records(path), limit):
+    for origin, record in islice(iter_records(path, max_record_bytes=max_record_bytes), limit):
         if isinstance(record, RecordError):
             yield record
             continue
