@@ -176,10 +176,12 @@ def _cmd_eval(ns: argparse.Namespace) -> int:
     from groundscope.config import load_config
     from groundscope.report.table import render_summary
     from groundscope.runner import Runner
+    from groundscope.terminal import visible
 
     cfg = load_config(eval_config(ns))
     if ns.dry_run:  # no run directory, no request: just what would run
-        print(json.dumps(cfg.redacted(), indent=2, ensure_ascii=False))
+        text = json.dumps(cfg.redacted(), indent=2, ensure_ascii=False)
+        print("\n".join(map(visible, text.split("\n"))))  # JSON leaves bidi and C1 raw
         return 0
     runner = Runner(cfg, progress=False if ns.no_progress else None)
     import asyncio
@@ -188,11 +190,11 @@ def _cmd_eval(ns: argparse.Namespace) -> int:
         report = asyncio.run(runner.run())
     except KeyboardInterrupt:
         print(f"\ninterrupted; finished samples are saved. Resume with: groundscope eval "
-              f"... --use-cache {runner.run_dir}", file=sys.stderr)
+              f"... --use-cache {visible(runner.run_dir)}", file=sys.stderr)
         return 130
     print(report.table())
     print(render_summary(report.datasets))
-    print(f"Results saved to {report.run_dir}")
+    print(f"Results saved to {visible(report.run_dir)}")
     return 0
 
 
@@ -210,19 +212,21 @@ def _cmd_report(ns: argparse.Namespace) -> int:
     if len(ns.run_dirs) > 1:  # compare: the runs are read, never rewritten
         from groundscope.report.compare import compare_runs, render_comparison
         from groundscope.report.compare_html import write_comparison
+        from groundscope.terminal import visible
 
         comparison = compare_runs(ns.run_dirs, seed=ns.seed)
         print(render_comparison(comparison))
-        print(f"Comparison page: {write_comparison(comparison, ns.out)}")
+        print(f"Comparison page: {visible(write_comparison(comparison, ns.out))}")
         return 0
     from pathlib import Path
 
     from groundscope.rescore import rebuild_report
+    from groundscope.terminal import visible
 
     report = rebuild_report(ns.run_dirs[0])
     print(report.table())
     if (Path(report.run_dir) / "report.html").exists():
-        print(f"HTML report: {Path(report.run_dir) / 'report.html'}")
+        print(f"HTML report: {visible(Path(report.run_dir) / 'report.html')}")
     return 0
 
 
@@ -265,14 +269,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     from groundscope.errors import ErrorBudgetExceeded, GroundscopeError
+    from groundscope.terminal import visible  # messages quote dataset and endpoint text
 
     try:
         return commands[ns.command](ns)
     except ErrorBudgetExceeded as exc:
-        print(f"groundscope: {exc}", file=sys.stderr)
+        print(f"groundscope: {visible(exc)}", file=sys.stderr)
         return 1
     except GroundscopeError as exc:
-        print(f"groundscope: error: {exc}", file=sys.stderr)
+        print(f"groundscope: error: {visible(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)

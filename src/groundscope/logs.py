@@ -13,6 +13,8 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from groundscope.terminal import VisibleFormatter
+
 LOGGER_NAME = "groundscope"
 _BEARER = re.compile(r"(?i)(bearer\s+)[^\s'\",]+")
 
@@ -50,10 +52,11 @@ def configure(*, debug: bool = False, secrets: Iterable[str] = (), log_file: Pat
     logger.setLevel(logging.DEBUG if debug else logging.INFO)
     logger.propagate = False
     redactor = Redactor(secrets)
-    fmt = logging.Formatter("%(asctime)s - %(levelname)s - %(message)s", "%Y-%m-%d %H:%M:%S")
-    if console:
+    line, date = "%(asctime)s - %(levelname)s - %(message)s", "%Y-%m-%d %H:%M:%S"
+    fmt = logging.Formatter(line, date)
+    if console:  # the terminal shows control characters as escapes; the log file keeps them
         stream = logging.StreamHandler(sys.stderr)
-        stream.setFormatter(fmt)
+        stream.setFormatter(VisibleFormatter(line, date))
         stream.addFilter(redactor)
         logger.addHandler(stream)
     if log_file is not None:

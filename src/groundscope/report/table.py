@@ -1,10 +1,15 @@
-"""The terminal table, in EvalScope's look: ``Model | Dataset | Metric | Subset | Num | Score``."""
+"""The terminal table, in EvalScope's look: ``Model | Dataset | Metric | Subset | Num | Score``.
+
+Names in it come from datasets and run directories: every cell is shown with
+``terminal.visible`` (control characters and bidi overrides as visible escapes).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from groundscope.report.model import DatasetReport
+from groundscope.terminal import visible
 
 _ROUGE_STAT = {"r": "Recall", "p": "Precision", "f": "F1"}
 _FIXED_LABELS = {
@@ -63,8 +68,8 @@ def render_table(reports: Sequence[DatasetReport]) -> str:
     for rep in reports:
         for r in rep.metrics:
             subset = r.subset if r.category is None else f"{r.subset} · {r.category}"
-            rows.append([rep.model, rep.pretty_name, metric_label(r.metric), subset, r.num,
-                         format_score(r.score)])
+            rows.append([visible(rep.model), visible(rep.pretty_name), visible(metric_label(r.metric)),
+                         visible(subset), r.num, format_score(r.score)])
     headers = ["Model", "Dataset", "Metric", "Subset", "Num", "Score"]
     return tabulate(rows, headers=headers, tablefmt="grid", colalign=("left",) * 4 + ("right",) * 2)
 
@@ -85,5 +90,5 @@ def render_summary(reports: Sequence[DatasetReport]) -> str:
         if excluded:
             worst = max(excluded.values())
             parts.append(f"up to {worst} sample(s) excluded from a metric (no reference / failed)")
-        lines.append(f"{rep.pretty_name}: " + ", ".join(parts))
+        lines.append(visible(f"{rep.pretty_name}: " + ", ".join(parts)))
     return "\n".join(lines)
