@@ -318,7 +318,8 @@ def test_rewritten_scanners_give_the_old_answers() -> None:
         assert choice.strip_reasoning(text) == old_strip(text), text
 
 
-# Every regex of the parsing modules, with why its cost is linear in the text it reads.
+# Every module-level regex of the code that reads untrusted text (scoring, dataset, media, the
+# simulator's judge modes), with why its cost is linear in the text it reads.
 REVIEWED = {
     r"</think\s*>": "literal start; the \\s run after one '</think' is scanned once",
     r"<think\b": "fixed width (the tag's end is found with str.find)",
@@ -339,23 +340,41 @@ REVIEWED = {
     r"-?\d+(?:\.\d+)?": "fullmatch of one word",
     r"\w+": "finditer over word runs, each read once",
     r"(?<=[.!?])\s+": "a whitespace run after a mark, each read once",
+    r"<(image|video|audio)[ _](\d+)>": "literal start; a digit run after one tag, read once",
+    rb"\r\n?|\n": "fixed width",
+    "[\x00\udc80-\udcff]": "one character",
+    "https?://": "fixed width, match at the start",
+    r"[A-Za-z0-9+/\s]++(?:={1,2}\s*+)?": "possessive: fullmatch reads the text once",
+    "sig|token|key|secret|pass|auth|credential": "literals",
+    r"([A-Za-z][A-Za-z0-9+.-]*)://": "match at the start only",
+    "(?<![0-9A-Za-z_])'": "one character",
+    r"\(([\w']+)\)\(\?#X\)\(([\w']+)\)": "reads NLTK's pattern sources, not text",
+    "[.?!]": "one character",
+    "[!-~]*[?!] +[A-Za-z0-9]": "match at the start of one Punkt context: its run read twice",
+    r"([A-Za-z]{2,})\. +[A-Za-z0-9]": "match at the start of one Punkt context",
+    r"\\(?:\d+|g<\w+>)": "reads NLTK's replacement strings, not text",
+    "[^A-Za-z0-9._+-]": "one character (file names)",
+    "[\u4e00-\u9fa5]": "one character",
+    "[。！？?]": "one character",
 }
-PARSING_MODULES = ["groundscope.scoring.choice", "groundscope.scoring.json_reply",
-                   "groundscope.scoring.quoting", "groundscope.scoring.normalise",
-                   "groundscope.scoring.judge_prompt", "groundscope.scoring.grounding_prompt",
-                   "groundscope.client.sim_judge", "groundscope.client.sim_grounding"]
-# The patterns that rescanned the rest of the text from every position where they started.
-QUADRATIC = [r'r"<think\b[^>]*>.*?</think\s*>"', r'r"<think\b[^>]*>"', r'rf"<{tag}>\n(.*?)\n</{tag}>"']
+READERS = ("groundscope.scoring", "groundscope.dataset", "groundscope.media",
+           "groundscope.client.sim_")
+# The patterns that rescanned the rest of the text from where they started, at every start.
+QUADRATIC = [r'r"<think\b[^>]*>.*?</think\s*>"', r'r"<think\b[^>]*>"', r'rf"<{tag}>\n(.*?)\n</{tag}>"',
+             r'r"[A-Za-z0-9+/\s]+={0,2}\s*"']
 
 
 def test_every_parsing_regex_is_reviewed() -> None:
     import importlib
+    import pkgutil
 
-    for name in PARSING_MODULES:
-        module = importlib.import_module(name)
-        for attr, value in vars(module).items():
+    for info in pkgutil.walk_packages(groundscope.__path__, "groundscope."):
+        if not info.name.startswith(READERS):
+            continue
+        for attr, value in vars(importlib.import_module(info.name)).items():
+            value = getattr(value, "__self__", value)  # a bound .match / .search
             if isinstance(value, re.Pattern):
-                assert value.pattern in REVIEWED, f"{name}.{attr} = {value.pattern!r}: review it"
+                assert value.pattern in REVIEWED, f"{info.name}.{attr} = {value.pattern!r}: review it"
     for path in Path(SRC).rglob("*.py"):
         source = path.read_text(encoding="utf-8")
         for pattern in QUADRATIC:

@@ -75,10 +75,10 @@ def matches(prediction: str, references: Sequence[str]) -> bool:
     >>> matches("hotdog", ["dog"]), matches("", ["dog"])
     (False, False)
     """
-    pred = normalise(prediction)
+    pred = f" {' '.join(normalise(prediction))} "  # words hold no space: a run is a substring
     for ref in references:
         want = normalise(ref)
-        if want and any(pred[i : i + len(want)] == want for i in range(len(pred) - len(want) + 1)):
+        if want and f" {' '.join(want)} " in pred:
             return True
     return False
 
