@@ -158,8 +158,8 @@ def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
     one big-integer update per token of the shorter sequence.
 
     The bit masks (positions in the longer sequence) are made only for tokens of the
-    shorter one, each at once from its positions: growing a mask per token bit by bit was
-    quadratic in the longer length (36 s for a 4 MB answer of distinct words).
+    shorter one, in time linear in the longer length (:func:`_bit_masks`): growing a mask
+    for every token bit by bit was quadratic in it (36 s for a 4 MB answer of distinct words).
     ``TooLongToScore`` beyond :data:`LCS_MAX_PAIRS` token pairs.
 
     >>> lcs_length("the cat is on the mat".split(), "the cat sat on the mat".split())
@@ -170,12 +170,7 @@ def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
     if len(a) * len(b) > LCS_MAX_PAIRS:
         raise TooLongToScore(f"ROUGE-L would compare {len(b):,} x {len(a):,} tokens, more "
                              f"than its limit of {LCS_MAX_PAIRS:,} token pairs")
-    wanted = set(b)
-    positions: dict[str, list[int]] = {}
-    for i, token in enumerate(a):
-        if token in wanted:
-            positions.setdefault(token, []).append(i)
-    masks = {token: _bit_mask(where, len(a)) for token, where in positions.items()}
+    masks = _bit_masks(a, set(b))
     full = (1 << len(a)) - 1
     row = full
     for token in b:
@@ -186,12 +181,31 @@ def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
     return len(a) - row.bit_count()
 
 
-def _bit_mask(positions: list[int], width: int) -> int:
-    """The integer with bits ``positions`` set, made in O(width / 8 + len(positions))."""
-    bits = bytearray((width + 7) // 8)
-    for i in positions:
-        bits[i >> 3] |= 1 << (i & 7)
-    return int.from_bytes(bits, "little")
+def _bit_masks(a: Sequence[str], wanted: set[str]) -> dict[str, int]:
+    """For each token of ``wanted`` in ``a``, the integer whose bit i is set where ``a[i]``
+    is that token. Up to ``_SHIFT_WIDTH`` tokens, bits are or-ed in (each step costs its
+    width: fine while that is a few machine words); beyond, each mask is made once from its
+    positions in a byte array, so the work stays linear in ``len(a)``."""
+    masks: dict[str, int] = {}
+    if len(a) <= _SHIFT_WIDTH:
+        for i, token in enumerate(a):
+            if token in wanted:
+                masks[token] = masks.get(token, 0) | (1 << i)
+        return masks
+    positions: dict[str, list[int]] = {}
+    for i, token in enumerate(a):
+        if token in wanted:
+            positions.setdefault(token, []).append(i)
+    size = (len(a) + 7) // 8
+    for token, where in positions.items():
+        bits = bytearray(size)
+        for i in where:
+            bits[i >> 3] |= 1 << (i & 7)
+        masks[token] = int.from_bytes(bits, "little")
+    return masks
+
+
+_SHIFT_WIDTH = 1024
 
 
 def _f1(precision: float, recall: float) -> float:
