@@ -155,6 +155,34 @@ def test_line_ends_bom_and_quotes_at_the_edges(tmp_path: Path) -> None:
     assert lines == [(1, False), (2, True), (3, True), (4, False)]
 
 
+def test_rows_framed_from_bytes_read_as_the_csv_module_reads_text(monkeypatch, tmp_path: Path
+                                                                  ) -> None:
+    """Random well-formed UTF-8 files with every line end and quoted line breaks, read in
+    chunks of 1..5 bytes (so a CRLF or a character falls across chunks): the same records
+    and start lines as ``csv.reader`` over the decoded text."""
+    import csv
+    import io
+
+    from groundscope.dataset import readers
+
+    rng = random.Random(8)
+    pieces = ["a", "é", ",", '"', "\n", "\r", "\r\n", " ", '""']
+    path = tmp_path / "t.csv"
+    for trial in range(3000):
+        monkeypatch.setattr(readers, "_CHUNK", 1 + trial % 5)
+        text = "h1,h2\n" + "".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
+        reader = csv.reader(io.StringIO(text, newline=""))
+        header = next(reader)
+        expected, end = [], reader.line_num
+        for cells in reader:
+            start, end = end + 1, reader.line_num
+            if any(c.strip() for c in cells) and len(cells) <= len(header):
+                expected.append((start, {k: v for k, v in zip(header, cells, strict=False) if v}))
+        path.write_bytes(text.encode())
+        got = [(o.line, r) for o, r in iter_records(path) if not isinstance(r, RecordError)]
+        assert got == expected, text
+
+
 # --- item 12: work is linear in the size of a hostile text ---------------------------------
 
 
