@@ -121,6 +121,28 @@ def test_rouge_memory_is_linear_in_a_long_answer() -> None:
     assert_linear(peak, 4000)
 
 
+def test_long_answers_are_not_kept_by_the_token_caches() -> None:
+    """Token lists are cached per text (4,096 entries): a run of multi-megabyte answers
+    kept them all (GBs). Scoring five distinct 250 KB answers now retains no memory."""
+    import gc
+
+    from groundscope.scoring.text import bleu, rouge
+
+    bleu("warm up", "the tokenizers"), rouge("warm up", "the tokenizers")
+    answers = [" ".join(f"t{k}w{i}" for i in range(30_000)) for k in range(5)]  # ~250 KB
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for answer in answers:
+            bleu(answer, "the cat sat."), rouge(answer, "the cat sat.")
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 1 << 20, kept
+
+
 def test_rouge_l_beyond_its_bound_is_a_failed_score() -> None:
     import asyncio
 
