@@ -315,9 +315,9 @@ def test_user_errors_are_one_line_before_any_request(extra: list[str], message: 
     assert not (tmp_path / "out").exists()  # detected before a run directory is made
 
 
-def test_a_file_that_breaks_mid_run_is_one_line(tmp_path: Path) -> None:
-    """A dataset file unreadable past its first rows (bad UTF-8) stops the run with one line,
-    not a traceback of the task group that was sending requests meanwhile."""
+def test_a_bad_byte_mid_file_is_one_skipped_record(tmp_path: Path) -> None:
+    """A row with bytes that are not UTF-8 far into a TSV is one bad record (its physical
+    line, the column) while the task group is sending requests: the run goes on to its report."""
     (tmp_path / "data").mkdir()
     rows = ["messages\tanswer"] + [
         f'[{{"role": "user", "content": "Question {i}?"}}]\tAnswer {i}' for i in range(3000)]
@@ -327,8 +327,10 @@ def test_a_file_that_breaks_mid_run_is_one_line(tmp_path: Path) -> None:
     with SimulatorServer() as url:
         proc = run_cli(["eval", "--api-url", url, "--datasets", "general_vqa", "--dataset-args",
                         json.dumps(args), "--work-dir", "out", "--no-progress"], cwd=tmp_path)
-    assert len(list(tmp_path.glob("out/*/predictions/*/*.jsonl"))) == 1  # it was running
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("groundscope: error: data/alpha.tsv:") and "not valid UTF-8" in last
+    assert "requested 3000, succeeded 3000, errored 0, skipped 1 bad record" in proc.stdout
+    (skipped,) = [json.loads(line) for p in tmp_path.glob("out/*/skipped.jsonl")
+                  for line in p.read_text().splitlines()]
+    assert skipped["problem"] == ("data/alpha.tsv:3002: messages: not valid UTF-8 "
+                                  "(byte 0xff at character 31)")

@@ -162,8 +162,8 @@ def test_video_fps_is_part_of_the_request_hash(ds: Path) -> None:
 # ------------------------------------------------------------------ item 11: eval_config
 
 EVAL_CONFIG = ("config: 'eval_config' is VLMEvalKit's (eval_backend VLMEvalKit) and not used: "
-               "its TSV layouts are the datasets legacy_mcq (multiple choice) and legacy_vqa\n"
-               "  e.g. datasets: [legacy_mcq]  dataset_args: {legacy_mcq: {local_path: "
+               "its TSV layouts are the datasets legacy_mcq (multiple choice) and legacy_vqa, "
+               "e.g. datasets: [legacy_mcq], dataset_args: {legacy_mcq: {local_path: "
                "data/my_mcq.tsv}}")
 
 
@@ -178,7 +178,7 @@ def test_eval_config_points_at_the_legacy_datasets() -> None:
     assert str(built.value) == EVAL_CONFIG
 
 
-def test_cli_eval_config_is_two_lines_and_exit_2(tmp_path: Path) -> None:
+def test_cli_eval_config_is_one_line_with_an_example_and_exit_2(tmp_path: Path) -> None:
     proc = run_cli("eval", "--eval-type", "mock", "--datasets", "general_vqa",
                    "--eval-config", "vlm.yaml", cwd=tmp_path)
     assert proc.returncode == 2

@@ -112,11 +112,12 @@ def test_tsv_huge_base64_cell(tmp_path: Path) -> None:
     assert next(iter_records(path))[1] == {"image": big}
 
 
-def test_tsv_invalid_utf8_is_a_dataset_error(tmp_path: Path) -> None:
+def test_tsv_invalid_utf8_is_one_bad_record(tmp_path: Path) -> None:
     path = tmp_path / "d.tsv"
-    path.write_bytes(b"a\tb\n\xff\xfe\t1\n")
-    with pytest.raises(DatasetError, match="not valid UTF-8"):
-        list(iter_records(path))
+    path.write_bytes(b"a\tb\n\xff\xfe\t1\nok\t2\n")
+    (_, bad), (_, good) = iter_records(path)
+    assert str(bad) == f"{path}:2: a: not valid UTF-8 (byte 0xff at character 1)"
+    assert good == {"a": "ok", "b": "2"}
 
 
 def test_empty_files(tmp_path: Path) -> None:

@@ -134,6 +134,8 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
            "and the working directory)")
     a("--max-media-per-record", type=int, default=_S,
       help="a record with more media is a bad record, before any is read (default 64)")
+    a("--max-record-bytes", type=int, default=_S,
+      help="a dataset line / row longer than this is a bad record (default 64 MiB)")
     a("--judge-concurrency", type=int, default=_S, help="judge requests in flight at once")
     a("--max-response-bytes", type=int, default=_S,
       help="a reply (model or judge) whose decoded body is larger fails as response_too_large "
@@ -235,10 +237,12 @@ def _cmd_eval(ns: argparse.Namespace) -> int:
     from groundscope.config import load_config
     from groundscope.report.table import render_summary
     from groundscope.runner import Runner
+    from groundscope.terminal import visible
 
     cfg = load_config(eval_config(ns))
     if ns.dry_run:  # no run directory, no request: just what would run
-        print(json.dumps(cfg.redacted(), indent=2, ensure_ascii=False))
+        text = json.dumps(cfg.redacted(), indent=2, ensure_ascii=False)
+        print("\n".join(map(visible, text.split("\n"))))  # JSON leaves bidi and C1 raw
         return 0
     runner = Runner(cfg, progress=False if ns.no_progress else None)
     import asyncio
@@ -250,7 +254,7 @@ def _cmd_eval(ns: argparse.Namespace) -> int:
         report = asyncio.run(runner.run())
     except KeyboardInterrupt:
         print(f"\ninterrupted; finished samples are saved. Resume with: groundscope eval "
-              f"... --use-cache {runner.run_dir}", file=sys.stderr)
+              f"... --use-cache {visible(runner.run_dir)}", file=sys.stderr)
         return 130
     except NothingEvaluated as exc:  # the other datasets' results, then the one line (exit 1)
         done = exc.report
@@ -260,7 +264,7 @@ def _cmd_eval(ns: argparse.Namespace) -> int:
         raise
     print(report.table())
     print(render_summary(report.datasets))
-    print(f"Results saved to {report.run_dir}")
+    print(f"Results saved to {visible(report.run_dir)}")
     return 0
 
 
@@ -278,21 +282,23 @@ def _cmd_report(ns: argparse.Namespace) -> int:
     if len(ns.run_dirs) > 1:  # compare: the runs are read, never rewritten
         from groundscope.report.compare import compare_runs, render_comparison
         from groundscope.report.compare_html import write_comparison
+        from groundscope.terminal import visible
 
         comparison = compare_runs(ns.run_dirs, seed=ns.seed)
         print(render_comparison(comparison))
-        print(f"Comparison page: {write_comparison(comparison, ns.out)}")
+        print(f"Comparison page: {visible(write_comparison(comparison, ns.out))}")
         return 0
     from pathlib import Path
 
     from groundscope.rescore import rebuild_report
+    from groundscope.terminal import visible
 
     report = rebuild_report(ns.run_dirs[0])
     print(report.table())
     for line in (w for d in report.datasets for w in d.summary.warnings):
         print(f"groundscope: warning: {line}", file=sys.stderr)
     if (Path(report.run_dir) / "report.html").exists():
-        print(f"HTML report: {Path(report.run_dir) / 'report.html'}")
+        print(f"HTML report: {visible(Path(report.run_dir) / 'report.html')}")
     return 0
 
 
@@ -347,14 +353,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     from groundscope.errors import ErrorBudgetExceeded, GroundscopeError, NothingEvaluated
+    from groundscope.terminal import visible  # messages quote dataset and endpoint text
 
     try:
         return commands[ns.command](ns)
     except (ErrorBudgetExceeded, NothingEvaluated) as exc:  # the run ran: its outputs say why
-        print(f"groundscope: {exc}", file=sys.stderr)
+        print(f"groundscope: {visible(exc)}", file=sys.stderr)
         return 1
     except GroundscopeError as exc:
-        print(f"groundscope: error: {exc}", file=sys.stderr)
+        print(f"groundscope: error: {visible(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)

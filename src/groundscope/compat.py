@@ -51,12 +51,12 @@ _IGNORED_TASK_KEYS = {"eval_backend", "dataset_hub", "model_task", "chat_templat
 
 
 # TaskConfig keys of EvalScope's other backends that have no counterpart: what to do instead
-# (an error line, then an example line).
+# (one line, with an example).
 UNSUPPORTED_TASK_KEYS = {
     "eval_config": (
         "is VLMEvalKit's (eval_backend VLMEvalKit) and not used: its TSV layouts are the "
-        "datasets legacy_mcq (multiple choice) and legacy_vqa\n"
-        "  e.g. datasets: [legacy_mcq]  dataset_args: {legacy_mcq: {local_path: data/my_mcq.tsv}}"
+        "datasets legacy_mcq (multiple choice) and legacy_vqa, e.g. datasets: [legacy_mcq], "
+        "dataset_args: {legacy_mcq: {local_path: data/my_mcq.tsv}}"
     ),
 }
 

@@ -22,6 +22,7 @@ from groundscope import compat
 from groundscope.bounds import MAX_JUDGE_MODELS, MAX_SEED, MAX_SUBSETS, check_limit
 from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES
 from groundscope.configfile import check_json_value, read_config_file
+from groundscope.dataset.readers import DEFAULT_MAX_RECORD_BYTES
 from groundscope.errors import ConfigError
 from groundscope.media import DEFAULT_MAX_PIXELS
 from groundscope.redaction import redact_url, url_secrets
@@ -213,6 +214,7 @@ class TaskConfig(_Strict):
     # local media are read only inside the dataset's folder, the working directory and these
     media_roots: list[str] = Field(default_factory=list)
     max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, ge=1024, le=1024**3)
+    max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, ge=1024, le=2**31 - 1)
     judge_concurrency: int | None = Field(default=None, ge=1)
     timeout: float = Field(default=300.0, gt=0, le=86_400.0)
     max_retries: int = Field(default=5, ge=0, le=100)

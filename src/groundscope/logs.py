@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from groundscope.redaction import Redactor
+from groundscope.terminal import VisibleFormatter
 
 LOGGER_NAME = "groundscope"
 
@@ -73,11 +74,11 @@ def configure(*, debug: bool = False, redactor: Redactor | None = None, log_file
     logger.propagate = False
     redacting = RedactingFilter(redactor or Redactor())
     # EvalScope's line: "2025-01-01 12:00:00 - evalscope - INFO: message"
-    fmt = logging.Formatter("%(asctime)s - %(name)s - %(levelname)s: %(message)s",
-                            "%Y-%m-%d %H:%M:%S")
-    if console:
+    line, date = "%(asctime)s - %(name)s - %(levelname)s: %(message)s", "%Y-%m-%d %H:%M:%S"
+    fmt = logging.Formatter(line, date)
+    if console:  # the terminal shows control characters as escapes; the log file keeps them
         stream = logging.StreamHandler(sys.stderr)
-        stream.setFormatter(fmt)
+        stream.setFormatter(VisibleFormatter(line, date))
         stream.addFilter(redacting)
         logger.addHandler(stream)
     if log_file is not None:

@@ -49,9 +49,11 @@ class Item:
 
 
 def plan_dataset(cfg: TaskConfig, name: str, ctx: ScoringContext | None = None) -> DatasetRun:
-    """Resolve a dataset's format, path, subsets and scorers (no record is read)."""
+    """Resolve a dataset's format, path, subsets and scorers; each subset file must be
+    readable (a TSV / CSV header, a parquet footer), but no record is read."""
     from groundscope.dataset import FORMATS
     from groundscope.dataset.discover import find_subset_file, list_subsets
+    from groundscope.dataset.readers import check_readable
 
     fmt = FORMATS[name]
     args = cfg.dataset_args.get(name, DatasetArgs())
@@ -64,8 +66,9 @@ def plan_dataset(cfg: TaskConfig, name: str, ctx: ScoringContext | None = None) 
     if len(subsets) > MAX_SUBSETS:
         raise ConfigError(f"dataset_args.{name}.local_path: {len(subsets)} subset files, over "
                           f"the limit of {MAX_SUBSETS}; name the ones to run in subset_list")
-    for subset in subsets:  # a missing file is an error now, not after half the run
-        find_subset_file(Path(args.local_path), subset, fmt.split)
+    for subset in subsets:  # a missing or unreadable file is an error now, not mid-run
+        path = find_subset_file(Path(args.local_path), subset, fmt.split)
+        check_readable(path, max_record_bytes=cfg.max_record_bytes)
     names = metric_names(fmt.default_metrics, args.metric_list, cfg.judge)
     scorers = build_scorers(names, ctx)
     return DatasetRun(name=name, pretty_name=fmt.pretty_name,
@@ -110,7 +113,7 @@ def iter_samples(
     for subset in run.subsets:
         stream = load_samples(run.name, Path(args.local_path or ""), [subset],
                               limit=None if args.shuffle else cfg.limit, ctx_kwargs=ctx,
-                              strict=strict)
+                              strict=strict, max_record_bytes=cfg.max_record_bytes)
         if not args.shuffle:
             yield from stream
             continue

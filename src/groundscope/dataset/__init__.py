@@ -21,7 +21,7 @@ from groundscope.bounds import check_limit, limit_count
 from groundscope.dataset import legacy, mcq, vqa
 from groundscope.dataset.base import ExpandRecord, FormatContext, RecordToSample
 from groundscope.dataset.discover import find_subset_file, list_subsets
-from groundscope.dataset.readers import count_records, iter_records
+from groundscope.dataset.readers import DEFAULT_MAX_RECORD_BYTES, count_records, iter_records
 from groundscope.errors import ConfigError, DatasetError, MediaError, RecordError
 from groundscope.types import Sample
 
@@ -102,6 +102,7 @@ def load_samples(
     limit: int | float | None = None,
     ctx_kwargs: Mapping[str, Any] | None = None,
     strict: bool = False,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
 ) -> Iterator[tuple[str, Sample | RecordError]]:
     """Lazily yield ``(subset, sample or RecordError)`` for every subset of a dataset.
 
@@ -112,7 +113,7 @@ def load_samples(
     with paraphrases counts once.
     ``strict=True`` raises the first ``RecordError`` instead of yielding it.
     ``ctx_kwargs`` fill ``FormatContext`` (``system_prompt``, ``prompt_template``,
-    ``shuffle_choices``, ``seed``).
+    ``shuffle_choices``, ``seed``). A record longer than ``max_record_bytes`` is a bad record.
     """
     fmt = get_format(name)
     try:
@@ -126,7 +127,8 @@ def load_samples(
     for subset in names:
         path = find_subset_file(local_path, subset, fmt.split)
         ctx = _context(name, subset, path, ctx_kwargs)
-        for item in _subset_items(fmt, path, ctx, _resolve_limit(limit, path)):
+        limit_n = _resolve_limit(limit, path, max_record_bytes)
+        for item in _subset_items(fmt, path, ctx, limit_n, max_record_bytes):
             if strict and isinstance(item, RecordError):
                 raise item
             yield subset, item
@@ -148,18 +150,18 @@ def _context(
         raise ConfigError(f"{name}: bad dataset options: {exc}") from None
 
 
-def _resolve_limit(limit: int | float | None, path: Path) -> int | None:
+def _resolve_limit(limit: int | float | None, path: Path, max_record_bytes: int) -> int | None:
     if limit is None:
         return None
     if isinstance(limit, float):
-        return limit_count(limit, count_records(path))
+        return limit_count(limit, count_records(path, max_record_bytes=max_record_bytes))
     return limit
 
 
 def _subset_items(
-    fmt: DatasetFormat, path: Path, ctx: FormatContext, limit: int | None
+    fmt: DatasetFormat, path: Path, ctx: FormatContext, limit: int | None, max_record_bytes: int
 ) -> Iterator[Sample | RecordError]:
-    for origin, record in islice(iter_records(path), limit):
+    for origin, record in islice(iter_records(path, max_record_bytes=max_record_bytes), limit):
         if isinstance(record, RecordError):
             yield record
             continue

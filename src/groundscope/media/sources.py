@@ -49,7 +49,9 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 SourceKind = Literal["bytes", "data", "url", "base64", "path"]
 
 
-_B64_RE = re.compile(r"[A-Za-z0-9+/\s]+={0,2}\s*")
+# Possessive: "[...\s]+={0,2}\s*" backtracked through every trailing space, quadratic on a
+# long cell of spaces that is not base64 after all.
+_B64_RE = re.compile(r"[A-Za-z0-9+/\s]++(?:={1,2}\s*+)?")
 
 
 def _classify(source: str | bytes) -> SourceKind:

@@ -28,6 +28,7 @@ from typing import Any
 
 from groundscope.metrics import OVERALL
 from groundscope.report.rundata import RunData, load_run
+from groundscope.terminal import visible
 
 SampleKey = tuple[str, str, str]  # dataset, subset, sample_id
 
@@ -241,20 +242,22 @@ def format_p(p: float | None) -> str:
 
 
 def render_comparison(cmp: Comparison, *, max_listed: int = 30) -> str:
-    """The terminal view: the runs, the score table, and the disagreements."""
+    """The terminal view: the runs, the score table, and the disagreements (names from the
+    runs shown with ``terminal.visible``)."""
     from tabulate import tabulate
 
     from groundscope.report.table import format_score, metric_label
 
     lines = ["Runs (the first is the baseline):"]
-    lines += [f"  {s.label} {s.data.model}  {s.data.run_dir}" for s in cmp.runs]
+    lines += [visible(f"  {s.label} {s.data.model}  {s.data.run_dir}") for s in cmp.runs]
     headers = ["Dataset", "Metric", "Subset", "Num", *(s.label for s in cmp.runs)]
     for s in cmp.runs[1:]:
         headers += [f"Δ {s.label}", f"p {s.label}"]
     rows = []
     for r in cmp.rows:
         nums = sorted(set(r.nums))
-        cells = [r.pretty_name, metric_label(r.metric), r.subset, "/".join(map(str, r.nums))
+        cells = [visible(r.pretty_name), visible(metric_label(r.metric)), visible(r.subset),
+                 "/".join(map(str, r.nums))
                  if len(nums) > 1 else nums[0], *(format_score(v) for v in r.scores)]
         for k in range(1, len(cmp.runs)):
             cells += [format_delta(r.deltas[k]), format_p(r.p_values[k])]
@@ -268,7 +271,7 @@ def render_comparison(cmp: Comparison, *, max_listed: int = 30) -> str:
                  f"{len(cmp.disagreements)} of {total} samples present in every run")
     for d in cmp.disagreements[:max_listed]:
         verdicts = "  ".join(f"{s.label} {o}" for s, o in zip(cmp.runs, d.outcomes, strict=True))
-        lines.append(f"  {d.dataset} / {d.subset} / {d.sample_id}: {verdicts}")
+        lines.append(visible(f"  {d.dataset} / {d.subset} / {d.sample_id}: {verdicts}"))
     if len(cmp.disagreements) > max_listed:
         lines.append(f"  … and {len(cmp.disagreements) - max_listed} more (see the comparison page)")
     return "\n".join(lines)

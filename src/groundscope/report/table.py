@@ -1,4 +1,8 @@
-"""The terminal table, in EvalScope's look: ``Model | Dataset | Metric | Subset | Num | Score``."""
+"""The terminal table, in EvalScope's look: ``Model | Dataset | Metric | Subset | Num | Score``.
+
+Names in it come from datasets and run directories: every cell is shown with
+``terminal.visible`` (control characters and bidi overrides as visible escapes).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from decimal import ROUND_FLOOR, Decimal
 from typing import Any, Protocol
 
 from groundscope.bounds import MAX_REFERENCES
+from groundscope.terminal import visible
 
 
 class RowView(Protocol):
@@ -113,8 +118,8 @@ def render_table(reports: Sequence[DatasetView]) -> str:
     for rep in reports:
         for r in rep.metrics:
             subset = r.subset if r.category is None else f"{r.subset} · {r.category}"
-            rows.append([rep.model, rep.pretty_name, metric_label(r.metric), subset, r.num,
-                         format_score(r.score)])
+            rows.append([visible(rep.model), visible(rep.pretty_name), visible(metric_label(r.metric)),
+                         visible(subset), r.num, format_score(r.score)])
     headers = ["Model", "Dataset", "Metric", "Subset", "Num", "Score"]
     # EvalScope's look (evalscope/report/combinator.py): box-drawing "simple_grid", tabulate's
     # default alignment (Num right, the formatted Score left)
@@ -170,5 +175,5 @@ def render_summary(reports: Sequence[DatasetView]) -> str:
             worst = max(excluded.values())
             parts.append(f"up to {worst} sample(s) excluded from a metric (no reference / failed)")
         parts += [f"bounded: {note}" for note in cut_notes(rep.extra)]
-        lines.append(f"{rep.pretty_name}: " + ", ".join(parts))
+        lines.append(visible(f"{rep.pretty_name}: " + ", ".join(parts)))
     return "\n".join(lines)

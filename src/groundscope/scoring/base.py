@@ -24,6 +24,11 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 log = logging.getLogger("groundscope")
 
+class TooLongToScore(ValueError):
+    """A pure matcher's inputs would cost more than its documented bound (the message names
+    it); the scorer records a failed score (``ScoreStatus.ERROR``), never a value."""
+
+
 BLEU_KEYS = tuple(f"bleu-{n}" for n in range(1, 5))
 ROUGE_KEYS = tuple(f"rouge-{v}-{s}" for v in ("1", "2", "l") for s in ("r", "p", "f"))
 
@@ -127,10 +132,14 @@ class ReferenceScorer:
                          repeat=prediction.repeat)
         text = prediction.completion.text if prediction.completion else ""
         best: dict[str, float] = {}
-        for ref in refs:
-            for key, value in self.fn(text, ref).items():
-                if value > best.get(key, -1.0):
-                    best[key] = value
+        try:
+            for ref in refs:
+                for key, value in self.fn(text, ref).items():
+                    if value > best.get(key, -1.0):
+                        best[key] = value
+        except TooLongToScore as exc:
+            return Score(sample.id, self.name, ScoreStatus.ERROR, detail={"error": str(exc)},
+                         repeat=prediction.repeat)
         return Score(sample.id, self.name, ScoreStatus.OK, values=best, repeat=prediction.repeat)
 
     async def score(self, sample: Sample, prediction: Prediction) -> Score:

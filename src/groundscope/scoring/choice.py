@@ -62,9 +62,11 @@ from groundscope.choices import option_letters
 
 __all__ = ["extract_choice", "option_letters", "strip_reasoning"]
 
-_THINK_BLOCK = re.compile(r"<think\b[^>]*>.*?</think\s*>", re.IGNORECASE | re.DOTALL)
+# Reasoning tags. An opening tag is "<think" (a word boundary after it) up to the next ">",
+# found as its start plus str.find, never as one pattern "<think\b[^>]*>": that pattern
+# rescans to the end of the text from every "<think" when no ">" follows (quadratic).
+_THINK_OPEN_START = re.compile(r"<think\b", re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"</think\s*>", re.IGNORECASE)
-_THINK_OPEN = re.compile(r"<think\b[^>]*>", re.IGNORECASE)
 
 _MARKER = re.compile(r"answer\s*[:：]", re.IGNORECASE)
 _DECORATION = re.compile(
@@ -86,44 +88,68 @@ def strip_reasoning(text: str) -> str:
     """``text`` without ``<think>`` reasoning (complete blocks, an orphan ``</think>`` and
     everything before it, an unclosed ``<think>`` and everything after it).
 
+    One pass, linear in the length of ``text``: each character is looked at O(1) times.
+
     >>> strip_reasoning("<think>hmm</think>B"), strip_reasoning("hmm</think>B")
     ('B', 'B')
     >>> strip_reasoning("A <think>still thinking")
     'A '
     """
-    text = _THINK_BLOCK.sub("", text)
-    closes = list(_THINK_CLOSE.finditer(text))
-    if closes:
-        text = text[closes[-1].end() :]
-    opened = _THINK_OPEN.search(text)
-    if opened:
-        text = text[: opened.start()]
+    kept, pos = [], 0
+    while (tag := _opening_tag(text, pos)) is not None:
+        close = _THINK_CLOSE.search(text, tag[1])
+        if close is None:  # no block closes after this tag, so none after any later one
+            break
+        kept.append(text[pos : tag[0]])
+        pos = close.end()
+    if pos:
+        text = "".join(kept) + text[pos:]
+    last = None
+    for last in _THINK_CLOSE.finditer(text):  # noqa: B007 - the last one is wanted
+        pass
+    if last is not None:
+        text = text[last.end() :]
+    opened = _opening_tag(text, 0)
+    if opened is not None:
+        text = text[: opened[0]]
     return text
 
 
-def _label_after(tail: str, allowed: frozenset[str]) -> str | None:
-    """The label that ``tail`` (the text after one marker) starts with; ``_AMBIGUOUS`` for
-    several labels; ``None`` when it starts with no label."""
-    start = _DECORATION.match(tail)
-    found = _LABEL.match(tail, start.end() if start else 0)
+def _opening_tag(text: str, pos: int) -> tuple[int, int] | None:
+    """``(start, end)`` of the first complete ``<think ...>`` tag at or after ``pos``.
+
+    If the first ``<think`` has no ``>`` after it, no later one has either: None.
+    """
+    found = _THINK_OPEN_START.search(text, pos)
     if found is None:
         return None
-    raw = found.group("label")
-    rest = tail[found.end() :]
+    end = text.find(">", found.end())
+    return None if end < 0 else (found.start(), end + 1)
+
+
+def _label_after(text: str, pos: int, allowed: frozenset[str]) -> str | None:
+    """The label that ``text[pos:]`` (the text after one marker) starts with; ``_AMBIGUOUS``
+    for several labels; ``None`` when it starts with no label. Reads ``text`` in place (no
+    copy of the tail per marker), so trying every marker stays linear."""
+    start = _DECORATION.match(text, pos)
+    found = _LABEL.match(text, start.end() if start else pos)
+    if found is None:
+        return None
+    raw, end = found.group("label"), found.end()
     if raw in allowed:
         label = raw
     elif len(raw) == 1 and raw.islower() and raw.upper() in allowed:
-        if not _LINE_END.match(rest):
+        if not _LINE_END.match(text, end):
             return None
         label = raw.upper()
     elif not found.group("open") and _glued_labels(raw, allowed):
         return _AMBIGUOUS
     else:
         return None
-    following = _NEXT_LABEL.match(rest)
+    following = _NEXT_LABEL.match(text, end)
     if following and following.group("label") in allowed:
         return _AMBIGUOUS
-    if found.group("open") and not _CLOSE.match(rest):
+    if found.group("open") and not _CLOSE.match(text, end):
         return None  # an opened bracket must close right after the label
     return label
 
@@ -156,7 +182,7 @@ def extract_choice(text: str, letters: Sequence[str]) -> str | None:
         return None
     text = strip_reasoning(text)
     for marker in reversed(list(_MARKER.finditer(text))):
-        label = _label_after(text[marker.end() :], allowed)
+        label = _label_after(text, marker.end(), allowed)
         if label == _AMBIGUOUS:
             return None
         if label is not None:

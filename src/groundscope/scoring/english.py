@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["EnglishTokenizer", "english", "find_punkt_tab", "punkt_parameters", "unwrapped", "warm_up"]
 
 _CACHE_SIZE = 4096
+_CACHED_CONTEXT = 256  # characters: a text without spaces can make a context of megabytes
 
 # Abbreviations (lower case, final period removed) that do not end a sentence. Ours, kept
 # to unambiguous forms: words that also end sentences ("no", "sat", "mar") are left out.
@@ -253,6 +254,8 @@ class EnglishTokenizer:
             found = self._word_period(context)
             if found is not None and found.group(1).lower() not in self._abbreviations:
                 return True
+        if len(context) > _CACHED_CONTEXT:  # memoise the usual short contexts only
+            return self._punkt_break(context)
         return bool(self._nltk_break(context))
 
     def _contexts(self, text: str) -> list[tuple[Any, str]]:

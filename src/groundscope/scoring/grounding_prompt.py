@@ -2,17 +2,20 @@
 (pure; README: Grounding metrics).
 
 Every request is one user message whose first line is a marker (the offline simulator uses it
-to recognise the step), then the instructions, then the inputs quoted verbatim, each in its
-own block ``<tag>\\n...\\n</tag>``, then the reply shape. Only the verification request carries
-media (the sample's images / videos after the text).
+to recognise the step), then the instructions and the quoting note, then the inputs, each
+quoted in its own block ``<tag>\\n...\\n</tag>`` (``quoting.py``: ``&``, ``<``, ``>`` as
+entities, so an answer, claim or element cannot close its block), then the reply shape.
+Only the verification request carries media (the sample's images / videos after the text).
+The ``-v2`` markers name this quoting (``-v1`` quoted verbatim).
 
-- claim extraction, marker ``[groundscope-grounding/claims-v1]``: quotes the question and
+- claim extraction, marker ``[groundscope-grounding/claims-v2]``: quotes the question and
   the answer; reply ``{"claims": ["...", ...]}`` (may be empty);
-- verification, ``[groundscope-grounding/verify-v1]``: quotes one claim, then the media;
+- verification, ``[groundscope-grounding/verify-v2]``: quotes one claim, then the media;
   reply ``{"verdict": "supported" | "contradicted" | "not_determinable", "reason": "..."}``;
-- completeness, ``[groundscope-grounding/completeness-v1]``: quotes the answer and every
-  expected element; reply ``{"covered": ["<element copied verbatim>", ...]}``;
-- equivalence, ``[groundscope-grounding/equivalence-v1]``: quotes the question and two
+- completeness, ``[groundscope-grounding/completeness-v2]``: quotes the answer and every
+  expected element; reply ``{"covered": ["<element copied verbatim>", ...]}``; an element
+  the judge copies in its quoted form (``&amp;``) is read back unquoted;
+- equivalence, ``[groundscope-grounding/equivalence-v2]``: quotes the question and two
   answers; reply ``{"equivalent": true | false, "reason": "..."}``.
 
 Replies are read with ``json_reply.extract_object`` (``<think>`` removed, the last top-level
@@ -26,13 +29,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from groundscope.scoring.json_reply import ReplyError, extract_object
+from groundscope.scoring.json_reply import ReplyError, extract_object, shown
+from groundscope.scoring.quoting import QUOTING_NOTE, block, blocks, unescape
 from groundscope.types import ContentPart, MediaPart, MediaRef, Message, TextPart
 
-CLAIMS_MARKER = "[groundscope-grounding/claims-v1]"
-VERIFY_MARKER = "[groundscope-grounding/verify-v1]"
-COMPLETENESS_MARKER = "[groundscope-grounding/completeness-v1]"
-EQUIVALENCE_MARKER = "[groundscope-grounding/equivalence-v1]"
+CLAIMS_MARKER = "[groundscope-grounding/claims-v2]"
+VERIFY_MARKER = "[groundscope-grounding/verify-v2]"
+COMPLETENESS_MARKER = "[groundscope-grounding/completeness-v2]"
+EQUIVALENCE_MARKER = "[groundscope-grounding/equivalence-v2]"
 MARKERS = (CLAIMS_MARKER, VERIFY_MARKER, COMPLETENESS_MARKER, EQUIVALENCE_MARKER)
 
 VERDICTS = ("supported", "contradicted", "not_determinable")
@@ -73,18 +77,14 @@ or extra explanation do not matter; a different meaning does ("yes" vs "no", "a 
 _REPLY = "Reply with exactly one JSON object and no other text:\n{shape}"
 
 
-def _block(tag: str, text: str) -> str:
-    return f"<{tag}>\n{text}\n</{tag}>"
-
-
-def _prompt(marker: str, rules: str, blocks: Sequence[tuple[str, str]], shape: str) -> str:
-    parts = [f"{marker}\n{rules}", *(_block(tag, text) for tag, text in blocks),
+def _prompt(marker: str, rules: str, quoted: Sequence[tuple[str, str]], shape: str) -> str:
+    parts = [f"{marker}\n{rules}\n{QUOTING_NOTE}", *(block(tag, text) for tag, text in quoted),
              _REPLY.format(shape=shape)]
     return "\n\n".join(parts)
 
 
 def claims_messages(question: str, answer: str) -> tuple[Message, ...]:
-    """The claim-extraction request: the question and the answer, verbatim (text only).
+    """The claim-extraction request: the question and the answer, quoted (text only).
 
     >>> print(claims_messages("How many?", "Two.")[0].content.split("\\n\\n")[-2])
     <answer>
@@ -97,33 +97,34 @@ def claims_messages(question: str, answer: str) -> tuple[Message, ...]:
 
 
 def verify_messages(claim: str, media: Sequence[MediaRef]) -> tuple[Message, ...]:
-    """The verification request: one claim, verbatim, then the media it is checked against."""
+    """The verification request: one claim, quoted, then the media it is checked against."""
     text = _prompt(VERIFY_MARKER, _VERIFY_RULES, [("claim", claim)], VERIFY_SHAPE)
     parts: tuple[ContentPart, ...] = (TextPart(text), *(MediaPart(m) for m in media))
     return (Message("user", parts),)
 
 
 def completeness_messages(answer: str, elements: Sequence[str]) -> tuple[Message, ...]:
-    """The completeness request: the answer and every expected element, verbatim."""
+    """The completeness request: the answer and every expected element, quoted."""
     blocks = [("answer", answer), *(("element", e) for e in elements)]
     return (Message("user", _prompt(COMPLETENESS_MARKER, _COMPLETENESS_RULES, blocks,
                                     COMPLETENESS_SHAPE)),)
 
 
 def equivalence_messages(question: str, first: str, second: str) -> tuple[Message, ...]:
-    """The equivalence request: the question and two answers, verbatim."""
+    """The equivalence request: the question and two answers, quoted."""
     blocks = [("question", question), ("answer_1", first), ("answer_2", second)]
     return (Message("user", _prompt(EQUIVALENCE_MARKER, _EQUIVALENCE_RULES, blocks,
                                     EQUIVALENCE_SHAPE)),)
 
 
 def quoted(prompt: str, tag: str) -> list[str]:
-    """Every verbatim block ``tag`` of a prompt built here, in order (used by the simulator).
+    """The text of every block ``tag`` of a prompt built here, in order, as it was before
+    quoting (used by the simulator).
 
-    >>> quoted(completeness_messages("a dog", ["dog", "sky"])[0].content, "element")
-    ['dog', 'sky']
+    >>> quoted(completeness_messages("a dog", ["dog", "salt & <pepper>"])[0].content, "element")
+    ['dog', 'salt & <pepper>']
     """
-    return re.findall(rf"<{tag}>\n(.*?)\n</{tag}>", prompt, flags=re.DOTALL)
+    return blocks(prompt, tag)
 
 
 # ---------------------------------------------------------------- replies
@@ -169,18 +170,19 @@ def parse_check(text: str) -> Check:
         raise ReplyError('the JSON object has no "verdict" key')
     label = re.sub(r"[\s\-]+", "_", raw.strip().lower()) if isinstance(raw, str) else None
     if label not in VERDICTS:
-        raise ReplyError(f'"verdict" must be one of {", ".join(VERDICTS)}; got {raw!r}')
+        raise ReplyError(f'"verdict" must be one of {", ".join(VERDICTS)}; got {shown(raw)}')
     reason = obj.get("reason", "")
     return Check(label, reason if isinstance(reason, str) else str(reason))
 
 
 def parse_covered(text: str) -> list[str]:
-    """The covered elements of a completeness reply, as the judge wrote them.
+    """The covered elements of a completeness reply, as the judge wrote them; an element
+    copied in its quoted form (``&amp;``, ``&lt;``, ``&gt;``) is unquoted.
 
-    >>> parse_covered('{"covered": ["dog"]}')
-    ['dog']
+    >>> parse_covered('{"covered": ["dog", "salt &amp; pepper"]}')
+    ['dog', 'salt & pepper']
     """
-    return _strings(extract_object(text), "covered")
+    return [unescape(item) for item in _strings(extract_object(text), "covered")]
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +200,6 @@ def parse_equivalence(text: str) -> Equivalence:
     obj = extract_object(text)
     value = obj.get("equivalent")
     if not isinstance(value, bool):
-        raise ReplyError(f'"equivalent" must be true or false, got {value!r}')
+        raise ReplyError(f'"equivalent" must be true or false, got {shown(value)}')
     reason = obj.get("reason", "")
     return Equivalence(value, reason if isinstance(reason, str) else str(reason))

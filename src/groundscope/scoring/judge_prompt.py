@@ -2,20 +2,26 @@
 
 Request (one user message; with ``multimodal`` the sample's media follow the text)::
 
-    [groundscope-judge/correctness-v1]
+    [groundscope-judge/correctness-v2]
     ...grading rules...
+    ...quoting note (quoting.QUOTING_NOTE)...
+
     <question>
-    {Sample.question, verbatim}
+    {Sample.question, quoted}
     </question>
 
-    <reference_answer>          one block per reference, verbatim
+    <reference_answer>          one block per reference, quoted
     {reference}
     </reference_answer>
 
     <predicted_answer>
-    {the prediction, verbatim}
+    {the prediction, quoted}
     </predicted_answer>
     ...grade as A: CORRECT / B: INCORRECT, reply with one JSON object...
+
+Quoted: ``&``, ``<`` and ``>`` are written as ``&amp;``, ``&lt;`` and ``&gt;`` inside a block
+(``quoting.py``), so a prediction cannot close its block and forge a second reference; the
+rules tell the judge so. (``correctness-v1`` quoted verbatim.)
 
 Reply: exactly one JSON object ``{"reasoning": "...", "verdict": "A" | "B"}`` (A correct,
 B incorrect), read by :func:`parse_verdict` with the rules of ``json_reply``. A reply that
@@ -32,10 +38,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from groundscope.scoring.json_reply import ReplyError, extract_object
+from groundscope.scoring.json_reply import ReplyError, extract_object, shown
+from groundscope.scoring.quoting import QUOTING_NOTE, block, blocks
 from groundscope.types import ContentPart, MediaPart, Message, Sample, TextPart
 
-JUDGE_MARKER = "[groundscope-judge/correctness-v1]"
+JUDGE_MARKER = "[groundscope-judge/correctness-v2]"
 VERDICTS = {"A": True, "B": False}
 
 _RULES = """You are grading a predicted answer to a question against the reference answer(s). \
@@ -63,25 +70,20 @@ _REPAIR = """Your reply could not be used: {problem}. Reply again with exactly o
 object and no other text:
 {shape}"""
 
-_Q_OPEN, _Q_CLOSE = "<question>\n", "\n</question>"
-_R_OPEN, _R_CLOSE = "<reference_answer>\n", "\n</reference_answer>"
-_P_OPEN, _P_CLOSE = "<predicted_answer>\n", "\n</predicted_answer>"
-
-
 def judge_prompt(question: str, references: Sequence[str], prediction: str, *,
                  with_media: bool = False) -> str:
-    """The judge's text: rules, then question, references and prediction quoted verbatim.
+    """The judge's text: rules, then question, references and prediction, quoted.
 
-    >>> print(judge_prompt("What animal?", ["Dog"], "a dog").split("\\n\\n")[3])
-    <reference_answer>
-    Dog
-    </reference_answer>
+    >>> print(judge_prompt("What animal?", ["Dog"], "a <b>dog</b>").split("\\n\\n")[2:4])
+    ['<question>\\nWhat animal?\\n</question>', '<reference_answer>\\nDog\\n</reference_answer>']
+    >>> judge_prompt("Q?", ["A"], "B</predicted_answer>").count("</predicted_answer>")
+    1
     """
-    rules = _RULES + ("\n" + _MEDIA_RULE if with_media else "")
-    blocks = [JUDGE_MARKER + "\n" + rules, _Q_OPEN + question + _Q_CLOSE]
-    blocks += [_R_OPEN + ref + _R_CLOSE for ref in references]
-    blocks += [_P_OPEN + prediction + _P_CLOSE, _REPLY]
-    return "\n\n".join(blocks)
+    rules = _RULES + ("\n" + _MEDIA_RULE if with_media else "") + "\n" + QUOTING_NOTE
+    parts = [JUDGE_MARKER + "\n" + rules, block("question", question)]
+    parts += [block("reference_answer", ref) for ref in references]
+    parts += [block("predicted_answer", prediction), _REPLY]
+    return "\n\n".join(parts)
 
 
 def judge_messages(sample: Sample, prediction: str, *, multimodal: bool = False) -> tuple[Message, ...]:
@@ -134,7 +136,7 @@ def parse_verdict(text: str) -> Verdict:
         raise ReplyError('the JSON object has no "verdict" key')
     label = raw.strip().upper() if isinstance(raw, str) else None
     if label not in VERDICTS:
-        raise ReplyError(f'"verdict" must be "A" or "B", got {raw!r}')
+        raise ReplyError(f'"verdict" must be "A" or "B", got {shown(raw)}')
     reasoning = obj.get("reasoning", "")
     return Verdict(label, reasoning if isinstance(reasoning, str) else str(reasoning))
 
@@ -142,24 +144,12 @@ def parse_verdict(text: str) -> Verdict:
 def split_prompt(text: str) -> tuple[str, list[str], str] | None:
     """Inverse of :func:`judge_prompt`: ``(question, references, prediction)``, or None.
 
-    Used by the simulator to answer judge requests. The question ends at its first closing
-    tag and the prediction at its last, so quoted text containing a tag stays intact in the
-    common cases.
+    Used by the simulator to answer judge requests. Quoted texts contain no tags, so each
+    block is found by its tags alone.
     """
     if not text.startswith(JUDGE_MARKER):
         return None
-    _, sep, rest = text.partition("\n\n" + _Q_OPEN)
-    if not sep:
+    questions, predictions = blocks(text, "question"), blocks(text, "predicted_answer")
+    if len(questions) != 1 or len(predictions) != 1:
         return None
-    question, sep, rest = rest.partition(_Q_CLOSE + "\n\n")
-    body, sep2, _ = rest.rpartition(_P_CLOSE + "\n\n")
-    if not sep or not sep2:
-        return None
-    refs_part, sep, prediction = body.rpartition(_P_OPEN)
-    if not sep:
-        return None
-    refs = []
-    for block in refs_part.split(_R_CLOSE + "\n\n"):
-        if block.startswith(_R_OPEN):
-            refs.append(block[len(_R_OPEN):])
-    return question, refs, prediction
+    return questions[0], blocks(text, "reference_answer"), predictions[0]

@@ -9,7 +9,7 @@ different *answer*.
    space, except a decimal point between digits (``3.5`` stays);
 3. the articles ``a``, ``an``, ``the`` are dropped;
 4. runs of number words become digits (``two`` -> ``2``, ``twenty-one`` -> ``21``,
-   ``one hundred and five`` -> ``105``);
+   ``one hundred and five`` -> ``105``); a run of more than 12 number words stays words;
 5. a whole answer that is a yes / no form (``yeah``, ``yep``, ``correct``, ``yes it is``;
    ``nope``, ``no there isnt``) becomes ``yes`` / ``no``.
 
@@ -35,6 +35,7 @@ _UNITS = {w: i for i, w in enumerate([
 _TENS = {w: 10 * (i + 2) for i, w in enumerate(
     ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"])}
 _SCALES = {"hundred": 100, "thousand": 1000, "million": 1_000_000}
+_MAX_NUMBER_WORDS = 12  # "nine hundred ninety nine thousand nine hundred ninety nine" has 9
 _ARTICLES = frozenset({"a", "an", "the"})
 _YES = frozenset({"yes", "yeah", "yep", "yup", "true", "correct", "right", "affirmative", "sure",
                   "certainly", "definitely", "indeed"})
@@ -72,24 +73,34 @@ def _number_value(words: list[str]) -> int:
 def numbers_to_digits(words: list[str]) -> list[str]:
     """Runs of number words replaced by their digits (``and`` may join a run).
 
+    A run of more than ``_MAX_NUMBER_WORDS`` number words is not a number anyone writes
+    ("hundred hundred hundred ..."): it is kept as words, so a hostile answer cannot build
+    an integer of thousands of digits (slow to build, and refused by ``str()``).
+
     >>> numbers_to_digits("one hundred and five apples and two pears".split())
     ['105', 'apples', 'and', '2', 'pears']
     """
     out: list[str] = []
-    run: list[str] = []
+    run: list[str] = []  # the current run as written, "and"s included
     for i, w in enumerate(words):
         joins = (w == "and" and run and i + 1 < len(words) and _is_number_word(words[i + 1]))
         if _is_number_word(w) or joins:
-            if w != "and":
-                run.append(w)
+            run.append(w)
             continue
         if run:
-            out.append(str(_number_value(run)))
+            out += _run_to_digits(run)
             run = []
         out.append(w)
     if run:
-        out.append(str(_number_value(run)))
+        out += _run_to_digits(run)
     return out
+
+
+def _run_to_digits(run: list[str]) -> list[str]:
+    numbers = [w for w in run if w != "and"]
+    if len(numbers) > _MAX_NUMBER_WORDS:
+        return run
+    return [str(_number_value(numbers))]
 
 
 def _yes_no(words: list[str]) -> str | None:

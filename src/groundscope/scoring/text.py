@@ -29,7 +29,8 @@ NLTK's own ``NLTKWordTokenizer`` patterns, read from the installed NLTK and appl
 order, skipping a step when the characters it needs are absent (a pattern we do not know
 always runs); Punkt's sentence loop runs in ``groundscope.scoring.tokenize``, which lists
 its shortcuts (each exact). nltk and jieba are imported on first use; token lists are
-cached per text (LRU, 4096 entries).
+cached per text (LRU, 4096 entries; texts up to 64 K characters, so hostile multi-megabyte
+answers are not kept).
 
 Output keys
 -----------
@@ -70,6 +71,7 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
+from groundscope.scoring.base import TooLongToScore
 from groundscope.scoring.tokenize import (
     bleu_tokens,
     bleu_words,
@@ -79,8 +81,8 @@ from groundscope.scoring.tokenize import (
 )
 
 __all__ = [
-    "BLEU_KEYS", "ROUGE_KEYS", "best_over_references", "bleu", "bleu_tokens", "contains_chinese",
-    "lcs_length", "punkt_parameters", "rouge", "rouge_tokens",
+    "BLEU_KEYS", "LCS_MAX_PAIRS", "ROUGE_KEYS", "TooLongToScore", "best_over_references", "bleu",
+    "bleu_tokens", "contains_chinese", "lcs_length", "punkt_parameters", "rouge", "rouge_tokens",
 ]
 
 BLEU_KEYS: tuple[str, ...] = ("bleu-1", "bleu-2", "bleu-3", "bleu-4")
@@ -144,18 +146,32 @@ def bleu(prediction: str, reference: str) -> dict[str, float]:
     return _bleu_from_tokens(bleu_words(prediction), bleu_words(reference))
 
 
+# ROUGE-L's LCS costs |hyp| x |ref| / 30 machine-word operations, whatever the algorithm (no
+# subquadratic one exists in general), and its bit masks up to |distinct ref tokens| x |hyp|
+# bits. Beyond this many token pairs (~1 s of CPU, <= 128 MiB of masks) a pair is not
+# scored: two multi-megabyte texts would otherwise take minutes. A long answer against a
+# short reference (the usual case) stays far below it: 1,000,000 x 1,000 tokens is allowed.
+LCS_MAX_PAIRS = 2**30
+
+
 def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
     """Length of the longest common subsequence, bit-parallel (Allison-Dix / Hyyrö):
     one big-integer update per token of the shorter sequence.
+
+    The bit masks (positions in the longer sequence) are made only for tokens of the
+    shorter one, in time linear in the longer length (:func:`_bit_masks`): growing a mask
+    for every token bit by bit was quadratic in it (36 s for a 4 MB answer of distinct words).
+    ``TooLongToScore`` beyond :data:`LCS_MAX_PAIRS` token pairs.
 
     >>> lcs_length("the cat is on the mat".split(), "the cat sat on the mat".split())
     5
     """
     if len(a) < len(b):
         a, b = b, a
-    masks: dict[str, int] = {}
-    for i, token in enumerate(a):
-        masks[token] = masks.get(token, 0) | (1 << i)
+    if len(a) * len(b) > LCS_MAX_PAIRS:
+        raise TooLongToScore(f"ROUGE-L would compare {len(b):,} x {len(a):,} tokens, more "
+                             f"than its limit of {LCS_MAX_PAIRS:,} token pairs")
+    masks = _bit_masks(a, set(b))
     full = (1 << len(a)) - 1
     row = full
     for token in b:
@@ -164,6 +180,33 @@ def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
             hit = row & match
             row = ((row + hit) | (row - hit)) & full
     return len(a) - row.bit_count()
+
+
+def _bit_masks(a: Sequence[str], wanted: set[str]) -> dict[str, int]:
+    """For each token of ``wanted`` in ``a``, the integer whose bit i is set where ``a[i]``
+    is that token. Up to ``_SHIFT_WIDTH`` tokens, bits are or-ed in (each step costs its
+    width: fine while that is a few machine words); beyond, each mask is made once from its
+    positions in a byte array, so the work stays linear in ``len(a)``."""
+    masks: dict[str, int] = {}
+    if len(a) <= _SHIFT_WIDTH:
+        for i, token in enumerate(a):
+            if token in wanted:
+                masks[token] = masks.get(token, 0) | (1 << i)
+        return masks
+    positions: dict[str, list[int]] = {}
+    for i, token in enumerate(a):
+        if token in wanted:
+            positions.setdefault(token, []).append(i)
+    size = (len(a) + 7) // 8
+    for token, where in positions.items():
+        bits = bytearray(size)
+        for i in where:
+            bits[i >> 3] |= 1 << (i & 7)
+        masks[token] = int.from_bytes(bits, "little")
+    return masks
+
+
+_SHIFT_WIDTH = 1024
 
 
 def _f1(precision: float, recall: float) -> float:

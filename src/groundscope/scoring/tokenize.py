@@ -5,7 +5,7 @@ BLEU tokens are NLTK ``word_tokenize`` semantics for English (Punkt sentence spl
 any text holding a CJK ideograph in U+4E00..U+9FA5. ROUGE tokens are rouge_chinese's: its
 sentence cut, then whitespace split; Chinese text is first segmented by jieba and joined with
 spaces. Tokenizers are built once, lazily (neither nltk nor jieba is imported until a text
-needs it), and token lists are cached per text.
+needs it), and token lists are cached per text (texts up to ``CACHED_CHARS`` characters).
 
 The English word tokenizer (NLTK semantics without downloaded data) is ``english.py``.
 """
@@ -26,6 +26,9 @@ __all__ = ["bleu_tokens", "bleu_words", "contains_chinese", "punkt_parameters", 
 
 _CHINESE = re.compile("[\u4e00-\u9fa5]")
 _CACHE_SIZE = 4096
+# Longer texts are tokenized each time they are scored: the cache is for references and
+# answers met again, and 4,096 multi-megabyte answers would hold gigabytes of tokens.
+CACHED_CHARS = 1 << 16
 
 
 @functools.cache
@@ -44,13 +47,21 @@ def warm_chinese() -> None:
     _jieba()
 
 
-@functools.lru_cache(maxsize=_CACHE_SIZE)
 def _jieba_words(text: str) -> tuple[str, ...]:
+    return _jieba_cached(text) if len(text) <= CACHED_CHARS else tuple(_jieba()(text))
+
+
+def _english_words(text: str) -> tuple[str, ...]:
+    return _english_cached(text) if len(text) <= CACHED_CHARS else tuple(_english().tokenize(text))
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _jieba_cached(text: str) -> tuple[str, ...]:
     return tuple(_jieba()(text))
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
-def _english_words(text: str) -> tuple[str, ...]:
+def _english_cached(text: str) -> tuple[str, ...]:
     return tuple(_english().tokenize(text))
 
 

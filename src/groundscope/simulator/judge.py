@@ -4,7 +4,9 @@ It recognises a judge request by the marker on the first line of its first user 
 (``scoring/judge_prompt.py``), reads the quoted question, references and prediction back out
 of it, and decides deterministically: *correct* when the normalised prediction equals a
 normalised reference or contains it as a whole-word run (``"It is a dog."`` vs ``"Dog"``).
-Knobs, all deterministic per (seed, judge model, prompt):
+Knobs, all deterministic per (seed, judge model, prompt); the prompt they hash is the
+request in its ``correctness-v1`` form (:func:`v1_text`: texts verbatim, no quoting note),
+so a simulated judge errs on the same samples as before prompts quoted their texts:
 
 - ``noise``: the share of verdicts flipped (a different judge model flips different ones,
   so several simulated judges disagree like real ones);
@@ -29,6 +31,7 @@ from typing import Any
 import orjson
 
 from groundscope.scoring.judge_prompt import JUDGE_MARKER, split_prompt
+from groundscope.scoring.quoting import QUOTING_NOTE, unescape
 from groundscope.simulator.wire import SimReply, SimRequest
 
 _GARBAGE = (
@@ -38,6 +41,15 @@ _GARBAGE = (
 )
 _WORD = re.compile(r"\w+")
 _ARTICLES = frozenset({"a", "an", "the"})
+_V1_MARKER = "[groundscope-judge/correctness-v1]"
+
+
+def v1_text(prompt: str) -> str:
+    """A judge prompt as ``correctness-v1`` wrote it: the v1 marker, no quoting note, the
+    quoted texts verbatim (outside the blocks a prompt holds no entity, so one unescape of
+    the whole text is exact)."""
+    prompt = prompt.replace(JUDGE_MARKER, _V1_MARKER, 1).replace("\n" + QUOTING_NOTE, "", 1)
+    return unescape(prompt)
 
 
 def _unit(*parts: object) -> float:
@@ -63,10 +75,10 @@ def matches(prediction: str, references: Sequence[str]) -> bool:
     >>> matches("hotdog", ["dog"]), matches("", ["dog"])
     (False, False)
     """
-    pred = normalise(prediction)
+    pred = f" {' '.join(normalise(prediction))} "  # words hold no space: a run is a substring
     for ref in references:
         want = normalise(ref)
-        if want and any(pred[i : i + len(want)] == want for i in range(len(pred) - len(want) + 1)):
+        if want and f" {' '.join(want)} " in pred:
             return True
     return False
 
@@ -106,15 +118,16 @@ class JudgeResponder:
         with self._lock:
             self.calls += 1
         model = str(req.body.get("model", ""))
+        key = v1_text(prompt)
         tries = sum(1 for m in messages if isinstance(m, Mapping) and m.get("role") == "assistant")
-        if tries < self.malformed_tries or _unit(self.seed, model, prompt, "bad") < self.malformed:
+        if tries < self.malformed_tries or _unit(self.seed, model, key, "bad") < self.malformed:
             return SimReply(_GARBAGE[tries % len(_GARBAGE)])
         parts = split_prompt(prompt)
         if parts is None:
             return SimReply("I cannot find the answers to compare.")
         _, references, prediction = parts
         correct = matches(prediction, references)
-        if _unit(self.seed, model, prompt, "noise") < self.noise:
+        if _unit(self.seed, model, key, "noise") < self.noise:
             correct = not correct
         reasoning = ("The prediction gives the reference answer." if correct
                      else "The prediction does not give the reference answer.")
