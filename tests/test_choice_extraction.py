@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from groundscope.scoring.choice import extract_choice, option_letters, strip_reasoning
+from groundscope.scoring.choice import extract_choice, option_letters, split_reasoning, strip_reasoning
 
 ABCD = option_letters(4)
 THIRTY = option_letters(30)  # A..Z, 1..4
@@ -34,6 +34,9 @@ CASES: list[tuple[str, str, tuple[str, ...], str | None]] = [
     ("two labels is no answer", "ANSWER: A, C", ABCD, None),
     ("glued labels is no answer", "ANSWER: AC", ABCD, None),
     ("labels joined by and", "ANSWER: B and D", ABCD, None),
+    ("labels joined by a space", "ANSWER: A B", ABCD, None),
+    ("a word after the label is not a label", "ANSWER: B I think", ABCD, "B"),
+    ("chinese marker", "答案：【C】", ABCD, "C"),
     ("list then prose", "ANSWER: B, C is wrong", ABCD, None),
     ("bracketed then prose", "ANSWER: (A) or maybe (C)", ABCD, "A"),
     ("word of label letters", "ANSWER: BAD", ABCD, None),
@@ -43,6 +46,15 @@ CASES: list[tuple[str, str, tuple[str, ...], str | None]] = [
     ("orphan closing think", "ANSWER: A maybe...</think>ANSWER: D", ABCD, "D"),
     ("unclosed think cut off", "ANSWER: B <think>hmm, ANSWER: C", ABCD, "B"),
     ("think tag with attributes", '<think signature="x">ANSWER: A</think>C', ABCD, "C"),
+    ("reasoning marker when the reply has none", "<think>ANSWER: B</think>ANSWER: [LETTER]", ABCD, "B"),
+    ("orphan reasoning marker when the reply has none", "ANSWER: B</think>ANSWER: [LETTER]", ABCD, "B"),
+    ("last reasoning marker, in text order",
+     "ANSWER: A</think>so<think>ANSWER: D</think>ANSWER: [LETTER]", ABCD, "D"),
+    ("marker in cut-off reasoning", "<think>so ANSWER: C, I guess", ABCD, "C"),
+    ("reply letter beats a reasoning marker", "so ANSWER: A</think>I choose (C).", ABCD, "C"),
+    ("no letter guessed from reasoning", "I think B is right</think>", ABCD, None),
+    ("no letter guessed from cut-off reasoning", "<think>B looks right", ABCD, None),
+    ("several labels in the reply: reasoning unread", "ANSWER: B</think>ANSWER: A, C", ABCD, None),
     ("no marker, last standalone letter", "A is wrong; the right one is B.", ABCD, "B"),
     ("no marker, letter glued to Chinese", "因此选C。", ABCD, "C"),
     ("no marker, letter inside word ignored", "B looks right, says GPT", ABCD, "B"),
@@ -81,6 +93,12 @@ def test_strip_reasoning() -> None:
     assert strip_reasoning("<THINK>x</THINK> y") == " y"
     assert strip_reasoning("a<think>b</think>c<think>d</think>e") == "ace"
     assert strip_reasoning("plain") == "plain"
+
+
+def test_split_reasoning() -> None:
+    assert split_reasoning("plan</think>A<think>x</think>B<think>cut") == ("AB", "plan\nx\ncut")
+    assert split_reasoning("a<think>b</think>c") == ("ac", "b")
+    assert split_reasoning("plain") == ("plain", "")
 
 
 def test_any_sequence_of_labels() -> None:

@@ -85,6 +85,11 @@ PARSERS: dict[str, tuple[Callable[[str], Any], Callable[[int], str]]] = {
     "extract_choice ANSWER:": (lambda s: choice.extract_choice(s, "ABCD"), lambda n: "ANSWER: " * n),
     "extract_choice answer: (": (lambda s: choice.extract_choice(s, "ABCD"),
                                  lambda n: "answer: (A, " * n),
+    "extract_choice markers in reasoning": (lambda s: choice.extract_choice(s, "ABCD"),
+                                            lambda n: "ANSWER: [X] <think>ANSWER: E</think>" * n
+                                            + "ANSWER: [X]</think>ANSWER: E"),
+    "extract_choice blanks after a label": (lambda s: choice.extract_choice(s, "ABCD"),
+                                            lambda n: "答案：A" + " \t" * n + "."),
     "prompt blocks": (lambda s: quoted(s, "element"), lambda n: "<element>\n" * n),
     "split_prompt": (split_prompt, lambda n: JUDGE_MARKER + "\n\n" + "<question>\n" * n),
     "normalise hundreds": (normalise.normalise_answer, lambda n: "one " + "hundred " * n),
@@ -231,12 +236,12 @@ def test_rewritten_scanners_give_the_old_answers() -> None:
 REVIEWED = {
     r"</think\s*>": "literal start; the \\s run after one '</think' is scanned once",
     r"<think\b": "fixed width (the tag's end is found with str.find)",
-    r"answer\s*[:：]": "literal start; the \\s run after one 'answer' is scanned once",
+    r"(?:answer|答案)\s*[:：]": "literal start; the \\s run after one marker word is scanned once",
     r"(?:\s|\*|_|\$|\\\(|\\\[|\\(?:boxed|fbox|text|textbf|mathbf|mathrm)\s*\{)*":
         "anchored at one marker's end: reads that marker's decoration once",
     r"(?P<open>[(\[{（【]\s*)?(?P<label>[A-Za-z0-9]+)(?![A-Za-z0-9])": "anchored, one token",
-    r"[ \t]*(?:[,，/、&+]|[ \t](?:and|or)[ \t])[ \t]*(?P<label>[A-Za-z0-9]+)(?![A-Za-z0-9])":
-        "anchored after one label",
+    r"[ \t]*(?:[,，/、&+][ \t]*|(?:and|or)[ \t]+)?(?P<label>[A-Za-z0-9]+)(?![A-Za-z0-9])":
+        "anchored after one label; its blank runs are read at most twice",
     r"[ \t]*[)\]}）】]": "anchored after one label",
     r"[\s)\]}）】*_$.。]*(?:\n|$)": "anchored after one label; the run is scanned once",
     r"(?<![A-Za-z0-9])[A-Z](?![A-Za-z0-9])": "fixed width",
@@ -316,7 +321,8 @@ class Planted:
 
 
 HOSTILE_ANSWERS = {  # question -> (answer, the letter read from it)
-    "Question one?": ("<think>" * 120_000 + "ANSWER: B", None),  # 840 KB, never closed
+    # 840 KB, never closed: the marker in the cut-off reasoning is the only answer (issue 13)
+    "Question one?": ("<think>" * 120_000 + "ANSWER: B", "B"),
     "Question two?": ("ANSWER: " * 120_000 + "B", "B"),
     "Question three?": ("<think" * 120_000 + " ANSWER: C", "C"),
 }
