@@ -63,12 +63,6 @@ class MediaRef:
     base_dir: Path | None = None
     fps: float | None = None
 
-    def display(self) -> str:
-        """A short, stable, secret-free description for outputs (never the base64 payload)."""
-        from groundscope.media import describe  # local: media imports types
-
-        return describe(self)
-
 
 @dataclass(frozen=True, slots=True)
 class TextPart:

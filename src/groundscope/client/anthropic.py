@@ -49,6 +49,7 @@ from typing import Any
 import orjson
 from pydantic import SecretStr, StrictStr, ValidationError
 
+from groundscope import media
 from groundscope.client.http_errors import error_kind, error_message, http_error, truncate
 from groundscope.client.openai import effective_config, endpoint_auth
 from groundscope.client.reply import LaxModel, TokenCount, malformed
@@ -95,7 +96,7 @@ def image_block(part: MediaPart) -> dict[str, Any]:
     media_type = header.removeprefix("data:").removesuffix(";base64")
     if media_type not in IMAGE_TYPES:
         raise unsupported(API, f"{media_type} images are not accepted (only "
-                               f"{', '.join(sorted(IMAGE_TYPES))}): {part.media.display()}")
+                               f"{', '.join(sorted(IMAGE_TYPES))}): {media.describe(part.media)}")
     return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
 
 

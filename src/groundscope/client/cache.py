@@ -29,6 +29,7 @@ from typing import IO, Any
 
 import orjson
 
+from groundscope import media
 from groundscope.client.openai import ChatClient, effective_config
 from groundscope.fileio import write_error
 from groundscope.jsonl import repair_tail
@@ -47,7 +48,7 @@ def _content_identity(content: str | tuple[Any, ...]) -> Any:
 
 
 def _media_identity(ref: MediaRef) -> str:
-    ident = f"{ref.kind}:{ref.display()}"
+    ident = f"{ref.kind}:{media.describe(ref)}"
     return ident if ref.fps is None else f"{ident}|fps={ref.fps!r}"  # sent: part of the request
 
 
