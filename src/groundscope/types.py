@@ -193,6 +193,11 @@ class Prediction:
     latency_s: float = 0.0
     repeat: int = 0
 
+    @property
+    def text(self) -> str:
+        """The answer's text; ``""`` when the request failed (no completion)."""
+        return self.completion.text if self.completion else ""
+
 
 class ScoreStatus(StrEnum):
     """Whether a score can enter an average. Only ``OK`` scores are aggregated."""
