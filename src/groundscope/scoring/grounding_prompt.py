@@ -29,7 +29,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from groundscope.scoring.json_reply import ReplyError, extract_object, shown
+from groundscope.scoring.json_reply import (
+    ReplyError,
+    extract_object,
+    optional_text,
+    required,
+    shown,
+)
 from groundscope.scoring.quoting import QUOTING_NOTE, block, blocks, unescape
 from groundscope.types import ContentPart, MediaPart, MediaRef, Message, TextPart
 
@@ -165,14 +171,11 @@ def parse_check(text: str) -> Check:
     Check(verdict='not_determinable', reason='too dark')
     """
     obj = extract_object(text)
-    raw = obj.get("verdict")
-    if raw is None:
-        raise ReplyError('the JSON object has no "verdict" key')
+    raw = required(obj, "verdict")
     label = re.sub(r"[\s\-]+", "_", raw.strip().lower()) if isinstance(raw, str) else None
     if label not in CHECK_VERDICTS:
         raise ReplyError(f'"verdict" must be one of {", ".join(CHECK_VERDICTS)}; got {shown(raw)}')
-    reason = obj.get("reason", "")
-    return Check(label, reason if isinstance(reason, str) else str(reason))
+    return Check(label, optional_text(obj, "reason"))
 
 
 def parse_covered(text: str) -> list[str]:
@@ -187,6 +190,8 @@ def parse_covered(text: str) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class EquivalenceReply:
+    """An equivalence reply: whether two answers give the same answer, and why."""
+
     equivalent: bool
     reason: str
 
@@ -201,5 +206,4 @@ def parse_equivalence(text: str) -> EquivalenceReply:
     value = obj.get("equivalent")
     if not isinstance(value, bool):
         raise ReplyError(f'"equivalent" must be true or false, got {shown(value)}')
-    reason = obj.get("reason", "")
-    return EquivalenceReply(value, reason if isinstance(reason, str) else str(reason))
+    return EquivalenceReply(value, optional_text(obj, "reason"))
