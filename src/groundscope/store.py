@@ -45,6 +45,7 @@ from groundscope.compat import default_model_id
 from groundscope.errors import ConfigError, StoreError
 from groundscope.fileio import atomic_write, fsync_dir, write_error
 from groundscope.jsonl import Shard, read_jsonl
+from groundscope.media import describe
 from groundscope.rundir import RUN_MARKER, check_fresh_run_dir, resume_target
 from groundscope.runlock import lock_dir, unlock_dir
 from groundscope.types import (
@@ -115,7 +116,7 @@ def message_to_json(msg: Message) -> dict[str, Any]:
     parts: list[dict[str, Any]] = []
     for p in msg.content:
         if isinstance(p, MediaPart):
-            parts.append({"type": p.media.kind.value, "media": p.media.display()})
+            parts.append({"type": p.media.kind.value, "media": describe(p.media)})
         else:
             parts.append({"type": "text", "text": p.text})
     return {"role": msg.role, "content": parts, **msg.tool_fields()}

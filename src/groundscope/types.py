@@ -63,12 +63,6 @@ class MediaRef:
     base_dir: Path | None = None
     fps: float | None = None
 
-    def display(self) -> str:
-        """A short, stable, secret-free description for outputs (never the base64 payload)."""
-        from groundscope.media import describe  # local: media imports types
-
-        return describe(self)
-
 
 @dataclass(frozen=True, slots=True)
 class TextPart:
@@ -198,6 +192,11 @@ class Prediction:
     attempts: int = 1
     latency_s: float = 0.0
     repeat: int = 0
+
+    @property
+    def text(self) -> str:
+        """The answer's text; ``""`` when the request failed (no completion)."""
+        return self.completion.text if self.completion else ""
 
 
 class ScoreStatus(StrEnum):

@@ -49,11 +49,12 @@ from typing import Any
 import orjson
 from pydantic import SecretStr, StrictStr, ValidationError
 
-from groundscope.client.http_errors import error_kind, error_message, http_error, truncate
+from groundscope import media
+from groundscope.client.http_errors import http_error
 from groundscope.client.openai import effective_config, endpoint_auth
-from groundscope.client.reply import LaxModel, TokenCount, malformed
+from groundscope.client.reply import LaxModel, TokenCount, empty_reply, malformed
 from groundscope.client.wire import WireAPI, endpoint_url, image_url, system_text, unsupported
-from groundscope.errors import ConfigError, ModelError, ResponseError, RetryableError
+from groundscope.errors import ConfigError, ModelError, ResponseError
 from groundscope.types import Completion, MediaPart, Message, Usage
 
 API = "anthropic_api"
@@ -95,7 +96,7 @@ def image_block(part: MediaPart) -> dict[str, Any]:
     media_type = header.removeprefix("data:").removesuffix(";base64")
     if media_type not in IMAGE_TYPES:
         raise unsupported(API, f"{media_type} images are not accepted (only "
-                               f"{', '.join(sorted(IMAGE_TYPES))}): {part.media.display()}")
+                               f"{', '.join(sorted(IMAGE_TYPES))}): {media.describe(part.media)}")
     return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
 
 
@@ -183,19 +184,6 @@ class MessagesReply(LaxModel):
     usage: MessagesUsage | None = None
 
 
-def _error_in_200(raw: bytes) -> ResponseError | RetryableError:
-    try:
-        payload: Any = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        payload = None
-    detail = error_message(payload) if isinstance(payload, dict) else ""
-    if not detail:
-        return RetryableError("malformed response: no content", kind="malformed_response",
-                              status=200)
-    return ResponseError(f"response has no content: {truncate(detail)}",
-                         kind=error_kind(payload, detail, "no_content"), status=200)
-
-
 def parse_reply(raw: bytes) -> Completion:
     """The ``Completion`` of a 200 Messages API body; a body that breaks the reply model is
     a retryable ``malformed_response``, an error object a ``ResponseError``."""
@@ -204,7 +192,7 @@ def parse_reply(raw: bytes) -> Completion:
     except ValidationError as err:
         raise malformed(err) from None
     if reply.content is None or reply.type == "error":
-        raise _error_in_200(raw)
+        raise empty_reply(raw, "content")
     text = "".join(b.text or "" for b in reply.content if b.type == "text")
     thoughts = [b.thinking for b in reply.content if b.type == "thinking" and b.thinking]
     finish = STOP_REASONS.get(reply.stop_reason or "", reply.stop_reason)

@@ -19,19 +19,18 @@ stored: a failed request is retried next time. API keys are never part of a key 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
-import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
 
+from groundscope import media
 from groundscope.client.openai import ChatClient, effective_config
 from groundscope.fileio import write_error
-from groundscope.jsonl import repair_tail
+from groundscope.jsonl import Shard
 from groundscope.redaction import redact_url
 from groundscope.types import Completion, MediaPart, MediaRef, Message, Usage
 
@@ -47,7 +46,7 @@ def _content_identity(content: str | tuple[Any, ...]) -> Any:
 
 
 def _media_identity(ref: MediaRef) -> str:
-    ident = f"{ref.kind}:{ref.display()}"
+    ident = f"{ref.kind}:{media.describe(ref)}"
     return ident if ref.fps is None else f"{ident}|fps={ref.fps!r}"  # sent: part of the request
 
 
@@ -105,7 +104,7 @@ class ResponseCache:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._rows: dict[str, Completion] | None = None
-        self._handle: IO[bytes] | None = None
+        self._file = Shard(path, key_fields=()) if path is not None else None  # jsonl.py's writer
 
     def _load(self) -> dict[str, Completion]:
         if self._rows is not None:
@@ -136,35 +135,21 @@ class ResponseCache:
     def put(self, key: str, completion: Completion, *, model: str = "") -> None:
         """Keep a reply (in memory and, with a path, as one flushed line)."""
         self._load()[key] = completion
-        if self.path is None:
+        if self._file is None:
             return
         row = {"key": key, "model": model, "completion": completion_to_json(completion)}
         try:
-            if self._handle is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                repair_tail(self.path)
-                self._handle = self.path.open("ab")
-            self._handle.write(orjson.dumps(row) + b"\n")
-            self._handle.flush()
+            self._file.append(row)
         except OSError as exc:  # e.g. a full disk: one line, not a traceback
-            self._drop_handle()
-            raise write_error(self.path, exc) from None
-
-    def _drop_handle(self) -> None:
-        handle, self._handle = self._handle, None
-        if handle is not None:
-            with contextlib.suppress(OSError):
-                handle.close()
+            raise write_error(self._file.path, exc) from None
 
     def close(self) -> None:
-        if self._handle is not None:
-            try:
-                self._handle.flush()
-                os.fsync(self._handle.fileno())
-            except OSError as exc:
-                raise write_error(self.path or "", exc) from None
-            finally:
-                self._drop_handle()
+        if self._file is None:
+            return
+        try:
+            self._file.close()
+        except OSError as exc:
+            raise write_error(self._file.path, exc) from None
 
 
 Connect = Callable[[], Awaitable[ChatClient]]

@@ -77,9 +77,13 @@ class ReplyUsage(LaxModel):
     total_tokens: TokenCount | None = None
 
     def usage(self) -> Usage:
-        prompt, completion = self.prompt_tokens or 0, self.completion_tokens or 0
-        total = self.total_tokens if self.total_tokens is not None else prompt + completion
-        return Usage(prompt, completion, total)
+        return token_usage(self.prompt_tokens, self.completion_tokens, self.total_tokens)
+
+
+def token_usage(prompt: int | None, completion: int | None, total: int | None) -> Usage:
+    """A reply's token counts (missing: 0; a missing total: the sum of the other two)."""
+    prompt, completion = prompt or 0, completion or 0
+    return Usage(prompt, completion, total if total is not None else prompt + completion)
 
 
 class ChatReply(LaxModel):
@@ -100,17 +104,19 @@ def malformed(err: ValidationError) -> RetryableError:
                           kind="malformed_response", status=200)
 
 
-def _no_choices(raw: bytes) -> ResponseError | RetryableError:
+def empty_reply(raw: bytes, missing: str) -> ResponseError | RetryableError:
+    """The error of a 200 body without ``missing`` (``choices``, ``content``): a
+    ``ResponseError`` when it carries an error object, else a retryable malformed response."""
     try:
         payload: Any = orjson.loads(raw)
-    except orjson.JSONDecodeError:  # e.g. a NaN in a field the model above ignored
+    except orjson.JSONDecodeError:  # e.g. a NaN in a field the reply model ignored
         payload = None
     detail = error_message(payload) if isinstance(payload, dict) else ""
     if not detail:
-        return RetryableError("malformed response: no choices", kind="malformed_response",
+        return RetryableError(f"malformed response: no {missing}", kind="malformed_response",
                               status=200)
-    return ResponseError(f"response has no choices: {truncate(detail)}",
-                         kind=error_kind(payload, detail, "no_choices"), status=200)
+    return ResponseError(f"response has no {missing}: {truncate(detail)}",
+                         kind=error_kind(payload, detail, f"no_{missing}"), status=200)
 
 
 def parse_completion(raw: bytes) -> Completion:
@@ -120,7 +126,7 @@ def parse_completion(raw: bytes) -> Completion:
     except ValidationError as err:
         raise malformed(err) from None
     if not reply.choices:
-        raise _no_choices(raw)
+        raise empty_reply(raw, "choices")
     choice = reply.choices[0]
     text = choice.message.text()
     if choice.finish_reason == "content_filter" and not text:

@@ -41,7 +41,7 @@ from pydantic import SecretStr, StrictStr, ValidationError
 
 from groundscope.client.http_errors import error_kind, http_error, truncate
 from groundscope.client.openai import effective_config, endpoint_auth
-from groundscope.client.reply import LaxModel, TokenCount, malformed
+from groundscope.client.reply import LaxModel, TokenCount, malformed, token_usage
 from groundscope.client.wire import WireAPI, endpoint_url, image_url, system_text, unsupported
 from groundscope.errors import ModelError, ResponseError, RetryableError
 from groundscope.types import Completion, MediaPart, Message, Usage
@@ -150,9 +150,7 @@ class ResponsesUsage(LaxModel):
     total_tokens: TokenCount | None = None
 
     def usage(self) -> Usage:
-        prompt, completion = self.input_tokens or 0, self.output_tokens or 0
-        total = self.total_tokens if self.total_tokens is not None else prompt + completion
-        return Usage(prompt, completion, total)
+        return token_usage(self.input_tokens, self.output_tokens, self.total_tokens)
 
 
 class ResponsesReply(LaxModel):

@@ -19,7 +19,7 @@ from typing import Any
 
 from groundscope.bounds import check_limit, limit_count
 from groundscope.dataset import legacy, mcq, vqa
-from groundscope.dataset.base import ExpandRecord, FormatContext, RecordToSample
+from groundscope.dataset.base import ExpandRecord, FormatContext, RecordToSample, record_error
 from groundscope.dataset.discover import find_subset_file, list_subsets
 from groundscope.dataset.readers import DEFAULT_MAX_RECORD_BYTES, count_records, iter_records
 from groundscope.errors import ConfigError, DatasetError, MediaError, RecordError
@@ -171,4 +171,4 @@ def _subset_items(
         except RecordError as exc:
             yield exc
         except MediaError as exc:  # a format should convert these; never lose the origin
-            yield RecordError(origin.path, origin.line, "<media>", str(exc))
+            yield record_error(origin, "<media>", str(exc))

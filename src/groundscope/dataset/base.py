@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from groundscope.errors import RecordError
 from groundscope.types import Origin, Sample
 
-__all__ = ["ExpandRecord", "FormatContext", "RecordToSample"]
+__all__ = ["ExpandRecord", "FormatContext", "RecordToSample", "record_error"]
 
 
 @dataclass(frozen=True)
@@ -39,3 +40,8 @@ class FormatContext:
 
 RecordToSample = Callable[[dict[str, Any], Origin, FormatContext], Sample]
 ExpandRecord = Callable[[dict[str, Any], Origin], list[dict[str, Any]]]
+
+
+def record_error(origin: Origin, field: str, problem: str) -> RecordError:
+    """The error of one bad record, shown as ``file:line: field: problem``."""
+    return RecordError(origin.path, origin.line, field, problem)

@@ -40,8 +40,9 @@ from typing import TYPE_CHECKING, Any
 from groundscope import media
 from groundscope.choices import option_letters
 from groundscope.dataset import mcq
+from groundscope.dataset.base import record_error
 from groundscope.dataset.vqa import sample_id
-from groundscope.errors import MediaError, RecordError
+from groundscope.errors import MediaError
 from groundscope.types import (
     AnswerKind,
     ContentPart,
@@ -70,10 +71,6 @@ MIN_OPTIONS = 2
 _ROW_REFERENCE_MAX = 64  # VLMEvalKit reads an ``image`` value this short as another row's index
 
 
-def _fail(origin: Origin, field: str, problem: str) -> RecordError:
-    return RecordError(origin.path, origin.line, field, problem)
-
-
 def _text(value: Any) -> str | None:
     """A cell as text: strings as they are, numbers as written (``3``, not ``3.0``)."""
     if isinstance(value, bool):
@@ -88,10 +85,10 @@ def _text(value: Any) -> str | None:
 def _required_text(record: Mapping[str, Any], field: str, origin: Origin) -> str:
     value = record.get(field)
     if value is None or (isinstance(value, str) and not value.strip()):
-        raise _fail(origin, field, "missing")
+        raise record_error(origin, field, "missing")
     text = _text(value)
     if text is None:
-        raise _fail(origin, field, f"expected text, got {type(value).__name__}")
+        raise record_error(origin, field, f"expected text, got {type(value).__name__}")
     return text
 
 
@@ -107,14 +104,15 @@ def letter_options(record: Mapping[str, Any], origin: Origin) -> list[str]:
         gap = next(letter for letter, got in zip(expected, present, strict=True) if letter != got)
         after = present[expected.index(gap)]
         problem = f"empty, but option {after} is given; options must be consecutive from A"
-        raise _fail(origin, gap, problem)
+        raise record_error(origin, gap, problem)
     if count < MIN_OPTIONS:
         missing = string.ascii_uppercase[count]
-        raise _fail(origin, missing, f"missing: at least {MIN_OPTIONS} options (A, B, ...) are required")
+        raise record_error(origin, missing,
+                           f"missing: at least {MIN_OPTIONS} options (A, B, ...) are required")
     options = [_text(record[letter]) for letter in present]
     for letter, text in zip(present, options, strict=True):
         if text is None:
-            raise _fail(origin, letter, f"expected text, got {type(record[letter]).__name__}")
+            raise record_error(origin, letter, f"expected text, got {type(record[letter]).__name__}")
     return [text for text in options if text is not None]
 
 
@@ -134,9 +132,10 @@ def images(record: Mapping[str, Any], origin: Origin, base_dir: Path | None,
     elif _filled(record.get("image_path")):
         column, values = "image_path", _listed(record["image_path"], origin, "image_path")
     else:
-        raise _fail(origin, "image_path", "missing: give image_path (a path or a list) or image (base64)")
+        raise record_error(origin, "image_path",
+                           "missing: give image_path (a path or a list) or image (base64)")
     if limit is not None and len(values) > limit:
-        raise _fail(origin, column, f"{len(values)} images, over the limit of {limit} per "
+        raise record_error(origin, column, f"{len(values)} images, over the limit of {limit} per "
                                     "record (max_media_per_record)")
     refs: list[MediaRef] = []
     for i, value in enumerate(values):
@@ -146,7 +145,7 @@ def images(record: Mapping[str, Any], origin: Origin, base_dir: Path | None,
         try:
             ref = media.media_from_value(value, Modality.IMAGE, base_dir=base_dir)
         except MediaError as exc:
-            raise _fail(origin, field, str(exc)) from None
+            raise record_error(origin, field, str(exc)) from None
         refs.append(mcq.check_media(ref, origin, field))
     return refs
 
@@ -160,7 +159,7 @@ def _listed(value: Any, origin: Origin, column: str) -> list[Any]:
         return [value]
     items = [item for item in value if _filled(item)]
     if not items:
-        raise _fail(origin, column, "an empty list: give at least one image")
+        raise record_error(origin, column, "an empty list: give at least one image")
     return items
 
 
@@ -170,7 +169,7 @@ def _reject_row_reference(value: Any, origin: Origin, field: str) -> None:
     text = value.strip()
     if len(text) > _ROW_REFERENCE_MAX or text.lower().startswith(("data:", "http://", "https://")):
         return
-    raise _fail(
+    raise record_error(
         origin,
         field,
         f"{text!r} is not base64 image data; VLMEvalKit reads a value this short as the index "
@@ -224,7 +223,7 @@ def vqa_record_to_sample(record: dict[str, Any], origin: Origin, ctx: FormatCont
     if _filled(answer):
         text_answer = _text(answer)
         if text_answer is None:
-            raise _fail(origin, "answer", f"expected text, got {type(answer).__name__}")
+            raise record_error(origin, "answer", f"expected text, got {type(answer).__name__}")
         target = (text_answer,)
     refs = images(record, origin, ctx.base_dir, ctx.max_media)
     text = mcq.fill_template(ctx.prompt_template, question=question) if ctx.prompt_template else question

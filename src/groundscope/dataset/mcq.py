@@ -46,8 +46,9 @@ from groundscope import media
 from groundscope.bounds import MAX_OPTIONS
 from groundscope.choices import option_letters
 from groundscope.dataset import placeholders as ph
+from groundscope.dataset.base import record_error
 from groundscope.dataset.vqa import sample_id
-from groundscope.errors import ConfigError, MediaError, RecordError
+from groundscope.errors import ConfigError, MediaError
 from groundscope.types import (
     AnswerKind,
     ContentPart,
@@ -142,7 +143,7 @@ def _require_referenced(
     """A RecordError for the first placeholder of ``text`` that has no medium."""
     for key in ph.referenced(text):
         if key not in found:
-            raise _fail(origin, ph.absent_column(key), _absent_reason(record, key))
+            raise record_error(origin, ph.absent_column(key), _absent_reason(record, key))
 
 
 def _absent_reason(record: Mapping[str, Any], key: ph.MediaKey) -> str:
@@ -178,10 +179,6 @@ def user_messages(content: str | tuple[ContentPart, ...], system_prompt: str | N
 # --- fields --------------------------------------------------------------------------------
 
 
-def _fail(origin: Origin, field: str, problem: str) -> RecordError:
-    return RecordError(origin.path, origin.line, field, problem)
-
-
 def parse_options(value: Any, origin: Origin, field: str = "options") -> list[str]:
     """The option texts of a record: a list, a JSON array string or a Python list literal.
 
@@ -189,15 +186,15 @@ def parse_options(value: Any, origin: Origin, field: str = "options") -> list[st
     bad record, and so is an empty list.
     """
     if value is None:
-        raise _fail(origin, field, "missing")
+        raise record_error(origin, field, "missing")
     problem = "expected a JSON array or a Python list literal of option texts"
     items = parse_literal(value, origin, field, problem) if isinstance(value, str) else value
     if not isinstance(items, list | tuple):
-        raise _fail(origin, field, f"expected a list of options, got {type(items).__name__}")
+        raise record_error(origin, field, f"expected a list of options, got {type(items).__name__}")
     if not items:
-        raise _fail(origin, field, "expected at least one option, got an empty list")
+        raise record_error(origin, field, "expected at least one option, got an empty list")
     if len(items) > MAX_OPTIONS:
-        raise _fail(origin, field, f"{len(items)} options, over the limit of {MAX_OPTIONS}")
+        raise record_error(origin, field, f"{len(items)} options, over the limit of {MAX_OPTIONS}")
     options: list[str] = []
     for i, item in enumerate(items):
         if isinstance(item, str):
@@ -206,7 +203,7 @@ def parse_options(value: Any, origin: Origin, field: str = "options") -> list[st
             options.append(str(item))
         else:
             got = "null" if item is None else type(item).__name__
-            raise _fail(origin, f"{field}[{i}]", f"expected text or a placeholder, got {got}")
+            raise record_error(origin, f"{field}[{i}]", f"expected text or a placeholder, got {got}")
     return options
 
 
@@ -219,35 +216,35 @@ def parse_literal(text: str, origin: Origin, field: str, problem: str) -> Any:
     try:
         return ast.literal_eval(text.strip())
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        raise _fail(origin, field, problem) from None
+        raise record_error(origin, field, problem) from None
 
 
 def _question(record: Mapping[str, Any], origin: Origin) -> str:
     value = record.get("question")
     if value is None:
-        raise _fail(origin, "question", "missing")
+        raise record_error(origin, "question", "missing")
     if not isinstance(value, str):
-        raise _fail(origin, "question", f"expected a string, got {type(value).__name__}")
+        raise record_error(origin, "question", f"expected a string, got {type(value).__name__}")
     if not value.strip():
-        raise _fail(origin, "question", "empty")
+        raise record_error(origin, "question", "empty")
     return value
 
 
 def answer_letter(value: Any, letters: Sequence[str], origin: Origin) -> str:
     """The record's answer label, surrounding whitespace removed; it must be one of ``letters``."""
     if value is None or (isinstance(value, str) and not value.strip()):
-        raise _fail(origin, "answer", "missing")
+        raise record_error(origin, "answer", "missing")
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)  # labels past Z are numbers: 27 options -> "1"
     if not isinstance(value, str):
-        raise _fail(origin, "answer", f"expected an option label, got {type(value).__name__}")
+        raise record_error(origin, "answer", f"expected an option label, got {type(value).__name__}")
     letter = value.strip()
     if letter in letters:
         return letter
     if letter.upper() in letters:  # a lower-case label is the same label (better than EvalScope)
         return letter.upper()
     allowed = ",".join(letters)
-    raise _fail(origin, "answer", f"{letter!r} is not one of the option labels {allowed}")
+    raise record_error(origin, "answer", f"{letter!r} is not one of the option labels {allowed}")
 
 
 def metadata_fields(record: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
@@ -294,7 +291,7 @@ def check_media(ref: MediaRef, origin: Origin, column: str) -> MediaRef:
     try:
         media.check(ref)
     except MediaError as exc:
-        raise _fail(origin, column, str(exc)) from None
+        raise record_error(origin, column, str(exc)) from None
     return ref
 
 
@@ -317,7 +314,7 @@ def _check_placeholders(question: str, options: Sequence[str], origin: Origin) -
     for field, text in texts:
         problem = ph.bad_placeholder(text)
         if problem:
-            raise _fail(origin, field, problem)
+            raise record_error(origin, field, problem)
 
 
 # --- the format ----------------------------------------------------------------------------

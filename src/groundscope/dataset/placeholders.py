@@ -26,6 +26,7 @@ from typing import Any, Literal
 import orjson
 
 from groundscope import media as media_mod
+from groundscope.dataset.base import record_error
 from groundscope.errors import MediaError, RecordError
 from groundscope.types import ContentPart, MediaPart, MediaRef, Modality, Origin, TextPart
 
@@ -142,7 +143,7 @@ def collect_media(
             try:
                 ref = media_mod.media_from_value(value, kind, format=hint, base_dir=base_dir)
             except MediaError as exc:
-                raise RecordError(origin.path, origin.line, column, str(exc)) from None
+                raise record_error(origin, column, str(exc)) from None
             found[(kind, index)] = ref
     return found
 
@@ -150,7 +151,7 @@ def collect_media(
 def check_media_count(count: int, limit: int | None, origin: Origin) -> None:
     """A ``RecordError`` when a record supplies more than ``limit`` media."""
     if limit is not None and count > limit:
-        raise RecordError(origin.path, origin.line, "<media>",
+        raise record_error(origin, "<media>",
                           f"{count} media, over the limit of {limit} per record "
                           "(max_media_per_record)")
 
@@ -223,8 +224,8 @@ def _format_hint(record: Mapping[str, Any], origin: Origin, kind: Modality, inde
     if not _present(hint):
         return None
     if not isinstance(hint, str):
-        raise RecordError(origin.path, origin.line, column, "expected a format name string")
+        raise record_error(origin, column, "expected a format name string")
     try:
         return media_mod.check_format(kind, hint)
     except MediaError as exc:
-        raise RecordError(origin.path, origin.line, column, str(exc)) from None
+        raise record_error(origin, column, str(exc)) from None

@@ -13,14 +13,10 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from groundscope.errors import RecordError
+from groundscope.dataset.base import record_error
 from groundscope.types import Origin
 
 __all__ = ["checked_tool_fields"]
-
-
-def _fail(origin: Origin, field: str, problem: str) -> RecordError:
-    return RecordError(origin.path, origin.line, field, problem)
 
 
 def checked_tool_fields(i: int, raw: Mapping[str, Any], origin: Origin) -> dict[str, Any]:
@@ -34,22 +30,22 @@ def checked_tool_fields(i: int, raw: Mapping[str, Any], origin: Origin) -> dict[
     name = raw.get("name")
     if name is not None:
         if not isinstance(name, str) or not name.strip():
-            raise _fail(origin, f"{field}.name", "expected a non-empty string")
+            raise record_error(origin, f"{field}.name", "expected a non-empty string")
         out["name"] = name
     call_id = raw.get("tool_call_id")
     if raw["role"] == "tool":
         if not isinstance(call_id, str) or not call_id.strip():
             problem = "missing or empty (a tool message answers a tool call by its id)"
-            raise _fail(origin, f"{field}.tool_call_id", problem)
+            raise record_error(origin, f"{field}.tool_call_id", problem)
         out["tool_call_id"] = call_id
     elif call_id is not None:
-        raise _fail(origin, f"{field}.tool_call_id", "only a tool message answers a tool call")
+        raise record_error(origin, f"{field}.tool_call_id", "only a tool message answers a tool call")
     calls = raw.get("tool_calls")
     if calls is not None and calls != []:
         if raw["role"] != "assistant":
-            raise _fail(origin, f"{field}.tool_calls", "only an assistant message makes tool calls")
+            raise record_error(origin, f"{field}.tool_calls", "only an assistant message makes tool calls")
         if not isinstance(calls, list):
-            raise _fail(origin, f"{field}.tool_calls", f"expected a list, got {type(calls).__name__}")
+            raise record_error(origin, f"{field}.tool_calls", f"expected a list, got {type(calls).__name__}")
         out["tool_calls"] = tuple(_tool_call(f"{field}.tool_calls[{k}]", call, origin)
                                   for k, call in enumerate(calls))
     return out
@@ -57,20 +53,20 @@ def checked_tool_fields(i: int, raw: Mapping[str, Any], origin: Origin) -> dict[
 
 def _tool_call(field: str, call: Any, origin: Origin) -> Mapping[str, Any]:
     if not isinstance(call, dict):
-        raise _fail(origin, field, f"expected an object, got {type(call).__name__}")
+        raise record_error(origin, field, f"expected an object, got {type(call).__name__}")
     if not isinstance(call.get("id"), str) or not call["id"].strip():
-        raise _fail(origin, f"{field}.id", "missing or empty")
+        raise record_error(origin, f"{field}.id", "missing or empty")
     kind = call.get("type", "function")
     if not isinstance(kind, str):
-        raise _fail(origin, f"{field}.type", f"expected a string, got {type(kind).__name__}")
+        raise record_error(origin, f"{field}.type", f"expected a string, got {type(kind).__name__}")
     if kind != "function":  # another kind of call (e.g. "custom"): its body as given
         return MappingProxyType(call)
     function = call.get("function")
     if not isinstance(function, dict):
-        raise _fail(origin, f"{field}.function", "expected an object with name and arguments")
+        raise record_error(origin, f"{field}.function", "expected an object with name and arguments")
     if not isinstance(function.get("name"), str) or not function["name"].strip():
-        raise _fail(origin, f"{field}.function.name", "missing or empty")
+        raise record_error(origin, f"{field}.function.name", "missing or empty")
     if "arguments" in function and not isinstance(function["arguments"], str):
-        raise _fail(origin, f"{field}.function.arguments",
+        raise record_error(origin, f"{field}.function.arguments",
                     "expected a string (the arguments as JSON text)")
     return MappingProxyType(call)

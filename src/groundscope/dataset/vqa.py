@@ -33,8 +33,9 @@ import orjson
 from groundscope import media
 from groundscope.bounds import MAX_MESSAGES
 from groundscope.dataset import placeholders as ph
+from groundscope.dataset.base import record_error
 from groundscope.dataset.tools import checked_tool_fields
-from groundscope.errors import MediaError, RecordError
+from groundscope.errors import MediaError
 from groundscope.types import (
     ContentPart,
     MediaPart,
@@ -73,7 +74,7 @@ def record_to_sample(record: dict[str, Any], origin: Origin, ctx: FormatContext)
         messages.insert(0, Message("system", ctx.system_prompt))
     users = [m for m in messages if m.role == "user"]
     if not users:
-        raise RecordError(origin.path, origin.line, "messages", "no user message")
+        raise record_error(origin, "messages", "no user message")
     return Sample(
         id=sample_id(record, origin),
         dataset=ctx.dataset,
@@ -93,10 +94,6 @@ def sample_id(record: Mapping[str, Any], origin: Origin) -> str:
         if value is not None and not isinstance(value, bool) and str(value).strip():
             return _number_text(value) if isinstance(value, int | float) else str(value)
     return f"{origin.path.stem}:{origin.line}"
-
-
-def _fail(origin: Origin, field: str, problem: str) -> RecordError:
-    return RecordError(origin.path, origin.line, field, problem)
 
 
 def expand_paraphrases(record: dict[str, Any], origin: Origin) -> list[dict[str, Any]]:
@@ -158,32 +155,32 @@ def _string_list(value: Any, origin: Origin, field: str) -> list[str]:
         try:
             value = orjson.loads(value)
         except orjson.JSONDecodeError as exc:
-            raise _fail(origin, field, f"not a valid JSON array ({exc})") from None
+            raise record_error(origin, field, f"not a valid JSON array ({exc})") from None
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-        raise _fail(origin, field, "expected a list of non-empty strings")
+        raise record_error(origin, field, "expected a list of non-empty strings")
     return value
 
 
 def _raw_messages(record: Mapping[str, Any], origin: Origin) -> list[dict[str, Any]]:
     value = record.get("messages")
     if value is None:
-        raise _fail(origin, "messages", "missing")
+        raise record_error(origin, "messages", "missing")
     if isinstance(value, str):
         try:
             value = orjson.loads(value)
         except orjson.JSONDecodeError as exc:
-            raise _fail(origin, "messages", f"not valid JSON ({exc})") from None
+            raise record_error(origin, "messages", f"not valid JSON ({exc})") from None
     if not isinstance(value, list) or not value:
         got = "an empty list" if value == [] else type(value).__name__
-        raise _fail(origin, "messages", f"expected a non-empty list of messages, got {got}")
+        raise record_error(origin, "messages", f"expected a non-empty list of messages, got {got}")
     if len(value) > MAX_MESSAGES:
-        raise _fail(origin, "messages", f"{len(value)} messages, over the limit of {MAX_MESSAGES}")
+        raise record_error(origin, "messages", f"{len(value)} messages, over the limit of {MAX_MESSAGES}")
     for i, message in enumerate(value):
         if not isinstance(message, dict):
-            raise _fail(origin, f"messages[{i}]", "expected an object with role and content")
+            raise record_error(origin, f"messages[{i}]", "expected an object with role and content")
         if message.get("role") not in ROLES:
             problem = f"unknown role {message.get('role')!r}; expected one of {', '.join(ROLES)}"
-            raise _fail(origin, f"messages[{i}].role", problem)
+            raise record_error(origin, f"messages[{i}].role", problem)
     return value
 
 
@@ -210,7 +207,7 @@ def _placeholder_media(
             continue
         problem = ph.bad_placeholder(content)
         if problem:
-            raise _fail(origin, f"messages[{i}].content", problem)
+            raise record_error(origin, f"messages[{i}].content", problem)
         keys.extend(ph.referenced(content))
     if not keys:
         return {}
@@ -219,7 +216,7 @@ def _placeholder_media(
     for key in keys:
         ref = found.get(key)
         if ref is None:
-            raise _fail(origin, ph.absent_column(key), _absent_reason(key, record, found))
+            raise record_error(origin, ph.absent_column(key), _absent_reason(key, record, found))
         _check(ref, origin, _column_of(record, key))
     return found
 
@@ -235,7 +232,7 @@ def _check(ref: MediaRef, origin: Origin, field: str) -> None:
     try:
         media.check(ref, decode=False)
     except MediaError as exc:
-        raise _fail(origin, field, str(exc)) from None
+        raise record_error(origin, field, str(exc)) from None
 
 
 def _absent_reason(key: ph.MediaKey, record: Mapping[str, Any],
@@ -273,7 +270,7 @@ def _message(
     if not isinstance(content, list):
         got = type(content).__name__
         problem = f"expected a string or a list of content parts, got {got}"
-        raise _fail(origin, f"messages[{i}].content", problem)
+        raise record_error(origin, f"messages[{i}].content", problem)
     field = f"messages[{i}].content"
     parts = (_part(f"{field}[{j}]", part, origin, ctx) for j, part in enumerate(content))
     return Message(role, tuple(parts), **tools)
@@ -281,17 +278,17 @@ def _message(
 
 def _part(field: str, part: Any, origin: Origin, ctx: FormatContext) -> ContentPart:
     if not isinstance(part, dict):
-        raise _fail(origin, field, f"expected a content part object, got {type(part).__name__}")
+        raise record_error(origin, field, f"expected a content part object, got {type(part).__name__}")
     ptype = part.get("type")
     if ptype is None and len(part) == 1:  # {"image_url": {...}}: the type is the only key
         ptype = next(iter(part))
     if ptype == "text":
         if not isinstance(part.get("text"), str):
-            raise _fail(origin, f"{field}.text", "expected a string")
+            raise record_error(origin, f"{field}.text", "expected a string")
         return TextPart(part["text"])
     if ptype not in _MEDIA_PARTS:
         known = ", ".join(["text", *_MEDIA_PARTS])
-        raise _fail(origin, f"{field}.type", f"unknown part type {ptype!r}; expected {known}")
+        raise record_error(origin, f"{field}.type", f"unknown part type {ptype!r}; expected {known}")
     fps = _video_fps(field, part, origin) if ptype == "video_url" else None
     return MediaPart(_part_media(f"{field}.{ptype}", ptype, part.get(ptype), origin, ctx, fps))
 
@@ -306,9 +303,9 @@ def _video_fps(field: str, part: Mapping[str, Any], origin: Origin) -> float | N
             try:
                 values[where] = media.check_fps(holder["fps"])
             except MediaError as exc:
-                raise _fail(origin, where, str(exc).removeprefix("fps: ")) from None
+                raise record_error(origin, where, str(exc).removeprefix("fps: ")) from None
     if len(set(values.values())) > 1:
-        raise _fail(origin, f"{field}.fps", f"differs from {field}.video_url.fps; give one")
+        raise record_error(origin, f"{field}.fps", f"differs from {field}.video_url.fps; give one")
     return next(iter(values.values()), None)
 
 
@@ -318,22 +315,22 @@ def _part_media(field: str, ptype: str, body: Any, origin: Origin, ctx: FormatCo
     if isinstance(body, str) and ptype != "input_audio":
         body = {value_key: body}
     if not isinstance(body, dict):
-        raise _fail(origin, field, f"expected an object with {value_key!r}")
+        raise record_error(origin, field, f"expected an object with {value_key!r}")
     value = body.get(value_key)
     if not isinstance(value, str) or not value.strip():
-        raise _fail(origin, f"{field}.{value_key}", "missing or empty")
+        raise record_error(origin, f"{field}.{value_key}", "missing or empty")
     detail = body.get("detail")
     if detail is not None and not isinstance(detail, str):
-        raise _fail(origin, f"{field}.detail", "expected a string")
+        raise record_error(origin, f"{field}.detail", "expected a string")
     try:
         fmt = media.check_format(kind, body.get("format"))
     except MediaError as exc:
-        raise _fail(origin, f"{field}.format", str(exc)) from None
+        raise record_error(origin, f"{field}.format", str(exc)) from None
     try:
         ref = media.media_from_value(value, kind, format=fmt, base_dir=ctx.base_dir,
                                      detail=detail, fps=fps)
     except MediaError as exc:
-        raise _fail(origin, f"{field}.{value_key}", str(exc)) from None
+        raise record_error(origin, f"{field}.{value_key}", str(exc)) from None
     _check(ref, origin, f"{field}.{value_key}")
     return ref
 
@@ -359,7 +356,7 @@ def _answer(record: Mapping[str, Any], origin: Origin) -> tuple[str, ...]:
         else:
             got = type(item).__name__
             problem = f"expected a string, a list of strings or a number, got {got}"
-            raise _fail(origin, field, problem)
+            raise record_error(origin, field, problem)
     return tuple(answers)
 
 

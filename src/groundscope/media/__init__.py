@@ -13,6 +13,11 @@ The only package that reads media bytes or produces base64. Everything else hand
 - ``values``: dataset column values -> ``MediaRef``;
 - ``wire``: the OpenAI content part of a medium, with a bounded cache of encoded payloads
   (remote audio: from the bytes the client fetched at send time).
+
+The submodules share a few public helpers among themselves (``sources.classify``,
+``sources.read_raw``, ``sources.supported_format``, ``images.open_image``, ``formats.FORMAT_MIME``,
+``formats.norm_format`` ...); outside ``media`` use the names re-exported here. A ``MediaRef``
+is shown in outputs as ``describe(ref)``.
 """
 
 from groundscope.media.formats import AUDIO_FORMATS, VIDEO_FORMATS, check_format, sniff_mime

@@ -16,7 +16,7 @@ AUDIO_FORMATS = ("wav", "mp3")
 VIDEO_FORMATS = ("mp4", "mpeg", "mov", "avi")
 
 
-_FORMAT_MIME = {
+FORMAT_MIME = {
     "jpeg": "image/jpeg", "png": "image/png", "gif": "image/gif", "webp": "image/webp",
     "bmp": "image/bmp", "tiff": "image/tiff", "wav": "audio/wav", "mp3": "audio/mpeg",
     "flac": "audio/flac", "ogg": "audio/ogg", "mp4": "video/mp4", "mov": "video/quicktime",
@@ -32,10 +32,10 @@ _ALIASES = {
 }  # fmt: skip
 
 
-_URL_RE = re.compile(r"https?://", re.IGNORECASE)
+URL_RE = re.compile(r"https?://", re.IGNORECASE)
 
 
-def _norm_format(fmt: str | None, kind: Modality | None = None) -> str | None:
+def norm_format(fmt: str | None, kind: Modality | None = None) -> str | None:
     if not fmt:
         return None
     fmt = fmt.split(";")[0].strip().lower().lstrip(".")
@@ -50,7 +50,7 @@ def _norm_format(fmt: str | None, kind: Modality | None = None) -> str | None:
 
 def check_format(kind: Modality, fmt: str | None) -> str | None:
     """Normalise a format hint (``.MP3`` -> ``mp3``); unsupported audio/video -> MediaError."""
-    norm = _norm_format(fmt, kind)
+    norm = norm_format(fmt, kind)
     allowed = {Modality.AUDIO: AUDIO_FORMATS, Modality.VIDEO: VIDEO_FORMATS}.get(kind)
     if norm and allowed and norm not in allowed:
         raise MediaError(f"unsupported {kind} format {fmt!r}; expected one of {', '.join(allowed)}")
@@ -98,12 +98,12 @@ def _is_mp3_frame(head: bytes) -> bool:
     return len(head) >= 2 and head[0] == 0xFF and head[1] & 0xE0 == 0xE0 and head[1] & 0x06 == 2
 
 
-def _ext_mime(name: str) -> str | None:
-    path = urlsplit(name).path if _URL_RE.match(name) else name
-    fmt = _norm_format(os.path.splitext(path)[1])
-    return _FORMAT_MIME.get(fmt or "") or mimetypes.guess_type(path, strict=False)[0]
+def ext_mime(name: str) -> str | None:
+    path = urlsplit(name).path if URL_RE.match(name) else name
+    fmt = norm_format(os.path.splitext(path)[1])
+    return FORMAT_MIME.get(fmt or "") or mimetypes.guess_type(path, strict=False)[0]
 
 
-def _data_uri_mime(uri: str) -> str | None:
+def data_uri_mime(uri: str) -> str | None:
     head = uri[5:].split(",", 1)[0]
     return head.split(";", 1)[0].strip().lower() or None

@@ -12,13 +12,13 @@ from groundscope.errors import MediaError
 from groundscope.media.formats import check_format, sniff_mime
 from groundscope.media.sources import (
     DEFAULT_MAX_BYTES,
-    _classify,
-    _raw,
-    _supported_format,
+    classify,
     describe,
     fingerprint,
     is_remote,
     load,
+    read_raw,
+    supported_format,
 )
 from groundscope.types import MediaRef, Modality
 
@@ -38,7 +38,7 @@ _CHECKED_MAX = 8192  # distinct files remembered; the whole table is dropped whe
 
 def _checked_key(ref: MediaRef) -> str | None:
     """The identity under which a local image's header check is remembered (None: inline)."""
-    if _classify(ref.source) != "path":
+    if classify(ref.source) != "path":
         return None
     return f"{fingerprint(ref)}|px={_MAX_PIXELS.get()}"
 
@@ -75,7 +75,7 @@ _PIL_FORMATS = {"image/jpeg": ("JPEG",), "image/png": ("PNG",), "image/gif": ("G
                 "image/webp": ("WEBP",), "image/bmp": ("BMP",), "image/tiff": ("TIFF",)}
 
 
-def _open_image(data: bytes, what: MediaRef | str) -> Any:
+def open_image(data: bytes, what: MediaRef | str) -> Any:
     """Pillow's lazy ``Image`` of ``data`` (header parsed, nothing decoded), pixel cap applied.
 
     A decompression bomb fails here, before any pixel is decoded. ``what`` names the image
@@ -118,7 +118,7 @@ def _too_many_pixels(what: MediaRef | str, pixels: str, limit: int) -> MediaErro
 def _verify_image(data: bytes, what: str) -> None:
     from PIL import Image  # lazy: only validation and PIL values need Pillow
 
-    _open_image(data, what).close()
+    open_image(data, what).close()
     try:
         with Image.open(io.BytesIO(data)) as img:
             img.verify()
@@ -148,15 +148,15 @@ def check(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES, decode: bool = T
         if decode:
             _verify_image(load(ref, max_bytes=max_bytes)[0], describe(ref))
         elif key is None or key not in _CHECKED:  # Pillow needs only a file's head for the header
-            head = _raw(ref, max_bytes, head=_HEAD_BYTES)[0]
+            head = read_raw(ref, max_bytes, head=_HEAD_BYTES)[0]
             try:
-                _open_image(head, ref).close()
+                open_image(head, ref).close()
             except MediaError:
                 if len(head) < _HEAD_BYTES:  # that was the whole file
                     raise
                 # a header behind large metadata blocks (EXIF, ICC): read further
-                _open_image(_raw(ref, max_bytes, head=_HEADER_BYTES)[0], ref).close()
+                open_image(read_raw(ref, max_bytes, head=_HEADER_BYTES)[0], ref).close()
         _remember_checked(ref, key)
         return
     check_format(ref.kind, ref.format)
-    _supported_format(ref, _raw(ref, max_bytes, head=64)[0])
+    supported_format(ref, read_raw(ref, max_bytes, head=64)[0])

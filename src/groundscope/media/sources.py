@@ -30,13 +30,13 @@ from urllib.parse import unquote_to_bytes
 from groundscope.errors import MediaError
 from groundscope.media.digest import content_id
 from groundscope.media.formats import (
-    _FORMAT_MIME,
-    _URL_RE,
     AUDIO_FORMATS,
+    FORMAT_MIME,
+    URL_RE,
     VIDEO_FORMATS,
-    _data_uri_mime,
-    _ext_mime,
-    _norm_format,
+    data_uri_mime,
+    ext_mime,
+    norm_format,
     sniff_mime,
 )
 from groundscope.media.roots import confine, open_confined
@@ -54,7 +54,7 @@ SourceKind = Literal["bytes", "data", "url", "base64", "path"]
 _B64_RE = re.compile(r"[A-Za-z0-9+/\s]++(?:={1,2}\s*+)?")
 
 
-def _classify(source: str | bytes) -> SourceKind:
+def classify(source: str | bytes) -> SourceKind:
     if isinstance(source, bytes | bytearray):
         return "bytes"
     if len(source) < 256:  # paths and URLs: asked several times per sample, so remembered
@@ -70,7 +70,7 @@ def _classify_short(source: str) -> SourceKind:
 def _classify_str(source: str) -> SourceKind:
     if source[:5].lower() == "data:":
         return "data"
-    if _URL_RE.match(source):
+    if URL_RE.match(source):
         return "url"
     if len(source) >= 64 and _B64_RE.fullmatch(source):
         return "base64"
@@ -80,7 +80,7 @@ def _classify_str(source: str) -> SourceKind:
 def is_remote(ref: MediaRef) -> bool:
     """True for an http(s) URL: passed through to the endpoint (audio: fetched at send time
     by the client, then sent inline)."""
-    return _classify(ref.source) == "url"
+    return classify(ref.source) == "url"
 
 
 def _b64decode(text: str, what: str) -> bytes:
@@ -98,8 +98,8 @@ def _parse_data_uri(uri: str) -> tuple[str | None, bytes]:
         raise MediaError("malformed data URI: no ',' before the payload")
     params = [p.strip().lower() for p in head[5:].split(";")[1:]]
     if "base64" in params:
-        return _data_uri_mime(uri), _b64decode(payload, "data URI")
-    return _data_uri_mime(uri), unquote_to_bytes(payload)
+        return data_uri_mime(uri), _b64decode(payload, "data URI")
+    return data_uri_mime(uri), unquote_to_bytes(payload)
 
 
 def _cap(size: int, max_bytes: int, what: str) -> None:
@@ -126,7 +126,7 @@ def resolve_path(ref: MediaRef) -> Path:
 def _located(ref: MediaRef) -> Path:
     """Where a path ref's file is, not yet checked against the roots (every read is, when
     it opens the file: ``roots.open_confined``)."""
-    if _classify(ref.source) != "path":
+    if classify(ref.source) != "path":
         raise MediaError(f"{describe(ref)} is not a local file")
     cwd = os.getcwd()
     key = (str(ref.source), ref.base_dir, cwd)
@@ -153,13 +153,13 @@ def _lookup(ref: MediaRef, cwd: str) -> Path:
     raise MediaError(f"{ref.kind} file not found: {text!r} (tried {where})")
 
 
-def _raw(ref: MediaRef, max_bytes: int, head: int = -1) -> tuple[bytes, str | None]:
+def read_raw(ref: MediaRef, max_bytes: int, head: int = -1) -> tuple[bytes, str | None]:
     """Payload bytes plus the mime declared by a data URI or guessed from an extension.
 
     ``head`` > 0 reads only that many bytes of a local file (inline data is always decoded
     whole, which is what validates it).
     """
-    source, kind = ref.source, _classify(ref.source)
+    source, kind = ref.source, classify(ref.source)
     if isinstance(source, bytes | bytearray):
         _cap(len(source), max_bytes, f"inline {ref.kind}")
         return bytes(source), None
@@ -179,15 +179,15 @@ def _raw(ref: MediaRef, max_bytes: int, head: int = -1) -> tuple[bytes, str | No
             _cap(size, max_bytes, str(path))
             if size == 0:
                 raise MediaError(f"{ref.source}: empty file (0 bytes)")
-            return handle.read(size if head < 0 else min(head, size)), _ext_mime(path.name)
+            return handle.read(size if head < 0 else min(head, size)), ext_mime(path.name)
     except OSError as exc:
         raise MediaError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def load(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[bytes, str]:
     """Raw bytes and mime type of a local or inline medium (remote URLs are an error)."""
-    data, declared = _raw(ref, max_bytes)
-    hint = _FORMAT_MIME.get(_norm_format(ref.format, ref.kind) or "")
+    data, declared = read_raw(ref, max_bytes)
+    hint = FORMAT_MIME.get(norm_format(ref.format, ref.kind) or "")
     mime = sniff_mime(data) or hint or declared or "application/octet-stream"
     return data, mime
 
@@ -195,7 +195,7 @@ def load(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[bytes, s
 def exists(ref: MediaRef) -> bool:
     """False only for a local path that resolves to no file, or to one outside the allowed
     media roots (inline and remote: True)."""
-    if _classify(ref.source) != "path":
+    if classify(ref.source) != "path":
         return True
     try:
         resolve_path(ref)
@@ -204,12 +204,12 @@ def exists(ref: MediaRef) -> bool:
     return True
 
 
-def _supported_format(ref: MediaRef, data: bytes) -> str:
+def supported_format(ref: MediaRef, data: bytes) -> str:
     """The wire format of an audio/video payload: the hint, else its magic bytes, which
     must be those of a container of its kind whatever the hint says."""
     sniffed = _require_kind_bytes(ref, data)
     allowed = AUDIO_FORMATS if ref.kind is Modality.AUDIO else VIDEO_FORMATS
-    fmt = _norm_format(ref.format, ref.kind) or _norm_format(sniffed, ref.kind)
+    fmt = norm_format(ref.format, ref.kind) or norm_format(sniffed, ref.kind)
     if fmt not in allowed:
         raise MediaError(
             f"unsupported {ref.kind} format {fmt!r} for {describe(ref)}; expected one of {', '.join(allowed)}"
@@ -223,7 +223,7 @@ def fetched_audio_format(ref: MediaRef, data: bytes) -> str:
     may be wrong); the record's hint is used only when the bytes name no format. Not one of
     :data:`AUDIO_FORMATS`: MediaError."""
     sniffed = _require_kind_bytes(ref, data)
-    fmt = _norm_format(sniffed, Modality.AUDIO) or _norm_format(ref.format, Modality.AUDIO)
+    fmt = norm_format(sniffed, Modality.AUDIO) or norm_format(ref.format, Modality.AUDIO)
     if fmt not in AUDIO_FORMATS:
         raise MediaError(f"{describe(ref)}: unsupported audio format {fmt!r} (by its bytes); "
                          f"expected one of {', '.join(AUDIO_FORMATS)}")
@@ -252,7 +252,7 @@ def fingerprint(ref: MediaRef) -> str:
     """An identity for request hashing: path as written + size + content hash (computed
     once per file version, ``media/digest.py``: a copy with a new date is the same medium),
     URL, or a content hash of inline data."""
-    kind = _classify(ref.source)
+    kind = classify(ref.source)
     if kind == "path":
         try:  # hashed only inside the allowed roots (a file outside is a bad record anyway)
             ident = f"path:{ref.source}:{content_id(resolve_path(ref), DEFAULT_MAX_BYTES)}"
@@ -273,7 +273,7 @@ def fingerprint(ref: MediaRef) -> str:
 
 def describe(ref: MediaRef) -> str:
     """Short, stable, secret-free text for outputs; never the inline payload."""
-    kind = _classify(ref.source)
+    kind = classify(ref.source)
     if kind == "path":
         return str(ref.source)
     if kind == "url":
@@ -288,6 +288,6 @@ def describe(ref: MediaRef) -> str:
             data = bytes(ref.source)  # type: ignore[arg-type]
     except MediaError:
         data = str(ref.source).encode()
-    mime = declared or sniff_mime(data) or _FORMAT_MIME.get(_norm_format(ref.format, ref.kind) or "")
+    mime = declared or sniff_mime(data) or FORMAT_MIME.get(norm_format(ref.format, ref.kind) or "")
     digest = hashlib.sha256(data).hexdigest()[:16]
     return f"{ref.kind}:sha256:{digest}" + (f" ({mime})" if mime else "")

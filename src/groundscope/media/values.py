@@ -11,7 +11,7 @@ from typing import Any
 
 from groundscope.errors import MediaError
 from groundscope.media.formats import check_format
-from groundscope.media.sources import DEFAULT_MAX_BYTES, _classify, _raw
+from groundscope.media.sources import DEFAULT_MAX_BYTES, classify, read_raw
 from groundscope.types import MediaRef, Modality
 
 _SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -48,8 +48,8 @@ def media_from_value(
         source = _from_object(value, kind)
     ref = MediaRef(kind=kind, source=source, format=fmt, detail=detail, base_dir=base_dir,
                    fps=check_fps(fps) if kind is Modality.VIDEO else None)
-    if _classify(source) in ("data", "base64"):
-        _raw(ref, DEFAULT_MAX_BYTES)  # decodes: invalid base64 or an oversize payload fails here
+    if classify(source) in ("data", "base64"):
+        read_raw(ref, DEFAULT_MAX_BYTES)  # decodes: invalid base64 or an oversize payload fails here
     return ref
 
 

@@ -22,18 +22,18 @@ from typing import Any
 from pybase64 import b64encode  # SIMD base64: ~40x the stdlib's speed, byte-identical
 
 from groundscope.errors import MediaError
-from groundscope.media.formats import _FORMAT_MIME
-from groundscope.media.images import _open_image, header_checked, max_pixels
+from groundscope.media.formats import FORMAT_MIME
+from groundscope.media.images import header_checked, max_pixels, open_image
 from groundscope.media.sources import (
     DEFAULT_MAX_BYTES,
-    _classify,
-    _raw,
-    _supported_format,
+    classify,
     describe,
     fetched_audio_format,
     fingerprint,
     is_remote,
     load,
+    read_raw,
+    supported_format,
 )
 from groundscope.types import MediaRef, Modality
 
@@ -176,7 +176,7 @@ def _video(part: dict[str, Any], ref: MediaRef) -> dict[str, Any]:
 def _encoded(ref: MediaRef, max_bytes: int) -> tuple[str, str]:
     """(payload, format): a data URL for images and video, raw base64 for audio."""
     key = None
-    if CACHE.limit and _classify(ref.source) == "path":
+    if CACHE.limit and classify(ref.source) == "path":
         key = f"{fingerprint(ref)}|px={max_pixels()}|cap={max_bytes}"
         hit = CACHE.get(key)
         if hit is not None:
@@ -195,11 +195,11 @@ def _encode(ref: MediaRef, max_bytes: int) -> tuple[str, str]:
         if not mime.startswith("image/"):
             raise MediaError(f"{describe(ref)} is not an image (content looks like {mime})")
         if not header_checked(ref):  # checked at load already, or: header only, no decoding
-            _open_image(data, ref).close()
+            open_image(data, ref).close()
         return f"data:{mime};base64,{b64encode(data).decode('ascii')}", mime
-    data, _ = _raw(ref, max_bytes)
-    fmt = _supported_format(ref, data)
+    data, _ = read_raw(ref, max_bytes)
+    fmt = supported_format(ref, data)
     b64 = b64encode(data).decode("ascii")
     if ref.kind is Modality.AUDIO:
         return b64, fmt
-    return f"data:{_FORMAT_MIME[fmt]};base64,{b64}", fmt
+    return f"data:{FORMAT_MIME[fmt]};base64,{b64}", fmt

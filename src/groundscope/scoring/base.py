@@ -130,7 +130,7 @@ class ReferenceScorer:
             return Score(sample.id, self.name, ScoreStatus.NO_ANSWER,
                          detail={"reason": "the record has no reference answer"},
                          repeat=prediction.repeat)
-        text = prediction.completion.text if prediction.completion else ""
+        text = prediction.text
         best: dict[str, float] = {}
         try:
             for ref in refs:
@@ -163,7 +163,7 @@ class ChoiceScorer:
             return Score(sample.id, self.name, ScoreStatus.NO_ANSWER,
                          detail={"reason": "the record has no answer letter"},
                          repeat=prediction.repeat)
-        text = prediction.completion.text if prediction.completion else ""
+        text = prediction.text
         letter = extract_choice(text, sample.choices)
         value = 1.0 if letter is not None and letter == sample.target[0] else 0.0
         return Score(sample.id, self.name, ScoreStatus.OK, values={"accuracy": value},

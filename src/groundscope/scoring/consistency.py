@@ -123,7 +123,7 @@ class ConsistencyScorer:
             return Score(sample.id, self.name, ScoreStatus.NO_ANSWER,
                          detail={"reason": "the record is in no paraphrase group"},
                          repeat=prediction.repeat)
-        answer = prediction.completion.text if prediction.completion else ""
+        answer = prediction.text
         norm = normalise_answer(answer)
         refs = list(dict.fromkeys(r for r in sample.target if r.strip()))
         detail = {"group": str(group), "question": sample.question, "answer": answer,

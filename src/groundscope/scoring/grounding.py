@@ -177,10 +177,6 @@ async def verify_claim(panel: JudgePanel, opts: GroundingConfig, claim: str,
     return out
 
 
-def _text(prediction: Prediction) -> str:
-    return prediction.completion.text if prediction.completion else ""
-
-
 @dataclass(frozen=True, slots=True)
 class GroundingScorer:
     """Claim-level grounding of a free-form answer (see the module docstring)."""
@@ -198,7 +194,7 @@ class GroundingScorer:
         if not media:
             return self._status(sample, prediction, ScoreStatus.NO_ANSWER,
                                 reason="the sample has no image or video to verify claims against")
-        answer = _text(prediction)
+        answer = prediction.text
         if not answer.strip():
             return self._no_claims(sample, prediction, "empty answer", [])
         extracted = await self.panel.ask(0, claims_messages(sample.question, answer),
@@ -308,7 +304,7 @@ class CompletenessScorer:
                       f"judge.grounding.max_elements ({self.max_elements}): not scored")
             return Score(sample.id, self.name, ScoreStatus.NO_ANSWER, repeat=prediction.repeat,
                          detail={"reason": reason, "too_many_elements": len(elements)})
-        answer = _text(prediction)
+        answer = prediction.text
         covered: list[str] = []
         if answer.strip():  # an empty answer mentions nothing: no call
             reply = await self.panel.ask(0, completeness_messages(answer, elements),

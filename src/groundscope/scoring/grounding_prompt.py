@@ -29,7 +29,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from groundscope.scoring.json_reply import ReplyError, extract_object, shown
+from groundscope.scoring.json_reply import (
+    ReplyError,
+    extract_object,
+    optional_text,
+    required,
+    shown,
+)
 from groundscope.scoring.quoting import QUOTING_NOTE, block, blocks, unescape
 from groundscope.types import ContentPart, MediaPart, MediaRef, Message, TextPart
 
@@ -39,7 +45,7 @@ COMPLETENESS_MARKER = "[groundscope-grounding/completeness-v2]"
 EQUIVALENCE_MARKER = "[groundscope-grounding/equivalence-v2]"
 MARKERS = (CLAIMS_MARKER, VERIFY_MARKER, COMPLETENESS_MARKER, EQUIVALENCE_MARKER)
 
-VERDICTS = ("supported", "contradicted", "not_determinable")
+CHECK_VERDICTS = ("supported", "contradicted", "not_determinable")
 CLAIMS_SHAPE = '{"claims": ["<claim>", ...]}'
 VERIFY_SHAPE = ('{"verdict": "supported" or "contradicted" or "not_determinable", '
                 '"reason": "<one sentence>"}')
@@ -152,7 +158,7 @@ def parse_claims(text: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """A verification reply: ``verdict`` is one of :data:`VERDICTS`."""
+    """A verification reply: ``verdict`` is one of :data:`CHECK_VERDICTS`."""
 
     verdict: str
     reason: str
@@ -165,14 +171,11 @@ def parse_check(text: str) -> Check:
     Check(verdict='not_determinable', reason='too dark')
     """
     obj = extract_object(text)
-    raw = obj.get("verdict")
-    if raw is None:
-        raise ReplyError('the JSON object has no "verdict" key')
+    raw = required(obj, "verdict")
     label = re.sub(r"[\s\-]+", "_", raw.strip().lower()) if isinstance(raw, str) else None
-    if label not in VERDICTS:
-        raise ReplyError(f'"verdict" must be one of {", ".join(VERDICTS)}; got {shown(raw)}')
-    reason = obj.get("reason", "")
-    return Check(label, reason if isinstance(reason, str) else str(reason))
+    if label not in CHECK_VERDICTS:
+        raise ReplyError(f'"verdict" must be one of {", ".join(CHECK_VERDICTS)}; got {shown(raw)}')
+    return Check(label, optional_text(obj, "reason"))
 
 
 def parse_covered(text: str) -> list[str]:
@@ -186,20 +189,21 @@ def parse_covered(text: str) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True)
-class Equivalence:
+class EquivalenceReply:
+    """An equivalence reply: whether two answers give the same answer, and why."""
+
     equivalent: bool
     reason: str
 
 
-def parse_equivalence(text: str) -> Equivalence:
+def parse_equivalence(text: str) -> EquivalenceReply:
     """An equivalence reply; ``equivalent`` must be a JSON boolean.
 
     >>> parse_equivalence('{"equivalent": true, "reason": "both say two"}')
-    Equivalence(equivalent=True, reason='both say two')
+    EquivalenceReply(equivalent=True, reason='both say two')
     """
     obj = extract_object(text)
     value = obj.get("equivalent")
     if not isinstance(value, bool):
         raise ReplyError(f'"equivalent" must be true or false, got {shown(value)}')
-    reason = obj.get("reason", "")
-    return Equivalence(value, reason if isinstance(reason, str) else str(reason))
+    return EquivalenceReply(value, optional_text(obj, "reason"))

@@ -43,6 +43,28 @@ def shown(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def required(obj: dict[str, Any], key: str) -> Any:
+    """``obj[key]``; a missing or null key is a :class:`ReplyError`.
+
+    >>> required({"verdict": "A"}, "verdict")
+    'A'
+    """
+    value = obj.get(key)
+    if value is None:
+        raise ReplyError(f'the JSON object has no "{key}" key')
+    return value
+
+
+def optional_text(obj: dict[str, Any], key: str) -> str:
+    """``obj[key]`` as text (a reason or reasoning: optional, any JSON value kept as text).
+
+    >>> optional_text({"reason": 2}, "reason"), optional_text({}, "reason")
+    ('2', '')
+    """
+    value = obj.get(key, "")
+    return value if isinstance(value, str) else str(value)
+
+
 def object_spans(text: str) -> list[str]:
     """Every top-level ``{...}`` span of ``text``, in order (braces in strings ignored).
 

@@ -38,12 +38,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from groundscope.scoring.json_reply import ReplyError, extract_object, shown
+from groundscope.scoring.json_reply import ReplyError, extract_object, optional_text, required, shown
 from groundscope.scoring.quoting import QUOTING_NOTE, block, blocks
 from groundscope.types import ContentPart, MediaPart, Message, Sample, TextPart
 
 JUDGE_MARKER = "[groundscope-judge/correctness-v2]"
-VERDICTS = {"A": True, "B": False}
+VERDICT_LABELS = {"A": True, "B": False}
 
 _RULES = """You are grading a predicted answer to a question against the reference answer(s). \
 Decide whether the predicted answer is correct.
@@ -117,7 +117,7 @@ class Verdict:
 
     @property
     def correct(self) -> bool:
-        return VERDICTS[self.label]
+        return VERDICT_LABELS[self.label]
 
 
 def parse_verdict(text: str) -> Verdict:
@@ -131,14 +131,11 @@ def parse_verdict(text: str) -> Verdict:
     Verdict(label='A', reasoning='same animal')
     """
     obj = extract_object(text)
-    raw = obj.get("verdict")
-    if raw is None:
-        raise ReplyError('the JSON object has no "verdict" key')
+    raw = required(obj, "verdict")
     label = raw.strip().upper() if isinstance(raw, str) else None
-    if label not in VERDICTS:
+    if label not in VERDICT_LABELS:
         raise ReplyError(f'"verdict" must be "A" or "B", got {shown(raw)}')
-    reasoning = obj.get("reasoning", "")
-    return Verdict(label, reasoning if isinstance(reasoning, str) else str(reasoning))
+    return Verdict(label, optional_text(obj, "reasoning"))
 
 
 def split_prompt(text: str) -> tuple[str, list[str], str] | None:

@@ -44,10 +44,6 @@ def _no_reference(sample: Sample, prediction: Prediction, name: str) -> Score | 
                  detail={"reason": "the record has no reference answer"}, repeat=prediction.repeat)
 
 
-def _text(prediction: Prediction) -> str:
-    return prediction.completion.text if prediction.completion else ""
-
-
 @dataclass(frozen=True, slots=True)
 class JudgedAccuracy:
     """``accuracy`` by the judge panel for free-form answers (letter match for choices)."""
@@ -63,7 +59,7 @@ class JudgedAccuracy:
         bad = unusable(sample, prediction, self.name) or _no_reference(sample, prediction, self.name)
         if bad is not None:
             return bad
-        outcome = await self.panel.decide(sample, _text(prediction))
+        outcome = await self.panel.decide(sample, prediction.text)
         return outcome_score(outcome, sample, prediction, self.name, "accuracy")
 
 
@@ -98,7 +94,7 @@ class RecallScorer:
         value = rule.values.get(self.key)
         if rule.status is not ScoreStatus.OK or value is None or value > RECALL_THRESHOLD:
             return rule
-        outcome = await self.panel.decide(sample, _text(prediction))
+        outcome = await self.panel.decide(sample, prediction.text)
         values = dict(rule.values)
         if outcome.ok:
             values[self.key] = max(value, 1.0 if outcome.correct else 0.0)

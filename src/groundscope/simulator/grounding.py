@@ -67,10 +67,6 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _WORD = re.compile(r"\w+")
 
 
-def _fold(text: str) -> str:
-    return " ".join(text.casefold().split())
-
-
 @dataclass
 class GroundTruth:
     """What the simulator knows about the images and the planted answers (see the module)."""
@@ -104,7 +100,7 @@ class GroundTruth:
         for name, facts in data.get("facts", {}).items():
             for verdict in ("supported", "contradicted"):
                 for claim in facts.get(verdict, ()):
-                    truth.facts[(ids[name], _fold(claim))] = verdict
+                    truth.facts[(ids[name], normalise_answer(claim))] = verdict
         for entry in data.get("answers", ()):
             answer, question = entry["answer"], entry["question"].strip()
             truth.scripted[(question, (ids[entry["image"]],))] = answer
@@ -126,7 +122,7 @@ class GroundTruth:
         return [s for s in _SENTENCE.split(answer.strip()) if s]
 
     def verdict(self, claim: str, media_ids: Sequence[str]) -> str:
-        found = {self.facts.get((mid, _fold(claim))) for mid in media_ids}
+        found = {self.facts.get((mid, normalise_answer(claim))) for mid in media_ids}
         for verdict in ("contradicted", "supported"):
             if verdict in found:
                 return verdict

@@ -3,7 +3,8 @@
 It recognises a judge request by the marker on the first line of its first user message
 (``scoring/judge_prompt.py``), reads the quoted question, references and prediction back out
 of it, and decides deterministically: *correct* when the normalised prediction equals a
-normalised reference or contains it as a whole-word run (``"It is a dog."`` vs ``"Dog"``).
+normalised reference or contains it as a whole-word run (``"It is a dog."`` vs ``"Dog"``),
+normalised as the scorers normalise answers (``scoring/normalise.py``).
 Knobs, all deterministic per (seed, judge model, prompt); the prompt they hash is the
 request in its ``correctness-v1`` form (:func:`v1_text`: texts verbatim, no quoting note),
 so a simulated judge errs on the same samples as before prompts quoted their texts:
@@ -22,15 +23,14 @@ other requests fall through to the next responder.
 from __future__ import annotations
 
 import hashlib
-import re
 import threading
-import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 
 from groundscope.scoring.judge_prompt import JUDGE_MARKER, split_prompt
+from groundscope.scoring.normalise import normalise_answer
 from groundscope.scoring.quoting import QUOTING_NOTE, unescape
 from groundscope.simulator.wire import SimReply, SimRequest
 
@@ -39,8 +39,6 @@ _GARBAGE = (
     '{"reasoning": "close enough", "verdict": "C"}',  # a label outside A/B
     '{"reasoning": "it matches", "verdict": "A"',  # unterminated object
 )
-_WORD = re.compile(r"\w+")
-_ARTICLES = frozenset({"a", "an", "the"})
 _V1_MARKER = "[groundscope-judge/correctness-v1]"
 
 
@@ -57,16 +55,6 @@ def _unit(*parts: object) -> float:
     return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big") / 2.0**64
 
 
-def normalise(text: str) -> list[str]:
-    """Lower-cased word tokens without articles or punctuation (NFKC first).
-
-    >>> normalise("The  Dog!"), normalise("It's a dog.")
-    (['dog'], ['it', 's', 'dog'])
-    """
-    words = _WORD.findall(unicodedata.normalize("NFKC", text).lower())
-    return [w for w in words if w not in _ARTICLES]
-
-
 def matches(prediction: str, references: Sequence[str]) -> bool:
     """Whether the prediction equals or contains (as a whole-word run) some reference.
 
@@ -75,10 +63,10 @@ def matches(prediction: str, references: Sequence[str]) -> bool:
     >>> matches("hotdog", ["dog"]), matches("", ["dog"])
     (False, False)
     """
-    pred = f" {' '.join(normalise(prediction))} "  # words hold no space: a run is a substring
+    pred = f" {normalise_answer(prediction)} "  # words hold no space: a run is a substring
     for ref in references:
-        want = normalise(ref)
-        if want and f" {' '.join(want)} " in pred:
+        want = normalise_answer(ref)
+        if want and f" {want} " in pred:
             return True
     return False
 
