@@ -22,3 +22,13 @@ class Summary(BaseModel):
     errors_by_kind: dict[str, int] = Field(default_factory=dict)
     unscored: dict[str, int] = Field(default_factory=dict)  # subset -> predictions without a score
     warnings: list[str] = Field(default_factory=list)  # one line each, shown with the table
+
+    def count(self, ok: bool, error_kind: str | None = None) -> None:
+        """One finished request: succeeded, or errored (``error_kind``, else ``error``)."""
+        self.requested += 1
+        if ok:
+            self.succeeded += 1
+            return
+        self.errored += 1
+        kind = error_kind or "error"
+        self.errors_by_kind[kind] = self.errors_by_kind.get(kind, 0) + 1
