@@ -110,4 +110,4 @@ def test_the_graph_sees_imports_inside_functions() -> None:
     """The checks above are only as good as the graph: a lazy import counts."""
     graph = _graph()
     assert "groundscope.simulator" in graph["groundscope.runner"]  # inside _start_simulator
-    assert "groundscope.report.html" in graph["groundscope.runner"]  # inside _build_report
+    assert "groundscope.report.html" in graph["groundscope.report.build"]  # inside write_page

@@ -1,12 +1,12 @@
 """What a run will do, decided before any request: each dataset's format, subsets and
-scorers (``plan_dataset``), the folders it may read media from (``run_media_roots``), and
-the stream of its samples (``iter_samples``)."""
+scorers (``plan_dataset``; ``plan_scoring`` for a saved run), the folders it may read media
+from (``run_media_roots``), and the stream of its samples (``iter_samples``)."""
 
 from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,26 +55,36 @@ def plan_dataset(cfg: TaskConfig, name: str, ctx: ScoringContext | None = None) 
     from groundscope.dataset.discover import find_subset_file, list_subsets
     from groundscope.dataset.readers import check_readable
 
-    fmt = FORMATS[name]
+    split = FORMATS[name].split
     args = cfg.dataset_args.get(name, DatasetArgs())
     if not args.local_path:
         raise ConfigError(
             f"dataset_args.{name}.local_path: required (a directory or a file); "
             "groundscope never downloads datasets"
         )
-    subsets = args.subset_list or list_subsets(Path(args.local_path), fmt.split)
+    subsets = args.subset_list or list_subsets(Path(args.local_path), split)
     if len(subsets) > MAX_SUBSETS:
         raise ConfigError(f"dataset_args.{name}.local_path: {len(subsets)} subset files, over "
                           f"the limit of {MAX_SUBSETS}; name the ones to run in subset_list")
     for subset in subsets:  # a missing or unreadable file is an error now, not mid-run
-        path = find_subset_file(Path(args.local_path), subset, fmt.split)
+        path = find_subset_file(Path(args.local_path), subset, split)
         check_readable(path, max_record_bytes=cfg.max_record_bytes)
-    names = metric_names(fmt.default_metrics, args.metric_list, cfg.judge)
-    scorers = build_scorers(names, ctx)
+    return plan_scoring(cfg, name, ctx, subsets)
+
+
+def plan_scoring(cfg: TaskConfig, name: str, ctx: ScoringContext | None = None,
+                 subsets: Sequence[str] = ()) -> DatasetRun:
+    """A dataset's scorers and aggregates, no file read: ``plan_dataset``'s, and what
+    ``groundscope score`` / ``report`` score and report a saved run with."""
+    from groundscope.dataset import FORMATS
+
+    fmt = FORMATS[name]
+    args = cfg.dataset_args.get(name, DatasetArgs())
+    scorers = build_scorers(metric_names(fmt.default_metrics, args.metric_list, cfg.judge), ctx)
     return DatasetRun(name=name, pretty_name=fmt.pretty_name,
-                       primary_metric=primary_metric(fmt.primary_metric, scorers),
-                       args=args, scorers=scorers, subsets=subsets,
-                       acc=MetricAccumulator(subsets), groups=GroupStage(scorers))
+                      primary_metric=primary_metric(fmt.primary_metric, scorers),
+                      args=args, scorers=scorers, subsets=list(subsets),
+                      acc=MetricAccumulator(subsets), groups=GroupStage(scorers))
 
 
 def run_media_roots(cfg: TaskConfig) -> list[str]:

@@ -1,8 +1,9 @@
 """Work on a finished run directory without calling the evaluated model.
 
 ``rescore_run`` scores the saved predictions again (new scorers, a fixed scorer, a judge
-added later) and rewrites ``reviews/`` and ``reports/``; ``rebuild_report`` only
-re-aggregates the saved reviews into the JSON reports, the table and the HTML page.
+added later) on ``eval``'s sample path (``pipeline.evaluate_sample`` without a client) and
+rewrites ``reviews/`` and ``reports/``; ``rebuild_report`` only re-aggregates the saved
+reviews. Both build the reports as ``eval`` does (``report/build.py``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,27 +20,19 @@ from groundscope.config import TaskConfig, load_config
 from groundscope.errors import one_error
 from groundscope.jsonl import read_jsonl
 from groundscope.media import media_roots_in_force
-from groundscope.metrics import MetricAccumulator, category_of
-from groundscope.report.evalscope import evalscope_report
-from groundscope.report.grounding import add_grounding_stats
-from groundscope.report.judge import add_judge_stats
-from groundscope.report.model import DatasetReport, MetricRow, Report, Summary
+from groundscope.metrics import category_of
+from groundscope.pipeline import Hooks, Saved, evaluate_sample, finish_groups, record_score
+from groundscope.plan import DatasetRun, plan_scoring
+from groundscope.redaction import Redactor
+from groundscope.report.build import build_dataset_report, write_page
+from groundscope.report.model import DatasetReport, Report, Summary
 from groundscope.rundir import read_run_config
-from groundscope.scoring import (
-    Scorer,
-    ScoringContext,
-    build_scorers,
-    metric_names,
-    primary_metric,
-    score_safely,
-    scorer_keys,
-)
-from groundscope.scoring.groups import GROUP_REQUEST_HASH, GroupStage
+from groundscope.scoring import ScoringContext, scorer_keys
+from groundscope.scoring.groups import GROUP_REQUEST_HASH
 from groundscope.scoring.judge import mock_judged
 from groundscope.store import (
     MEDIA_ROOTS_KEY,
     RunStore,
-    prediction_from_json,
     sample_from_json,
     saved_media_roots,
     score_from_json,
@@ -79,13 +73,6 @@ def _saved_key(value: Any, where: str) -> str | None:
     return value
 
 
-def _dataset_meta(name: str) -> tuple[str, str, tuple[str, ...]]:
-    from groundscope.dataset import FORMATS
-
-    fmt = FORMATS[name]
-    return fmt.pretty_name, fmt.primary_metric, tuple(fmt.default_metrics)
-
-
 def _skipped_counts(run_dir: Path) -> dict[str, int]:
     path = run_dir / "skipped.jsonl"
     counts: dict[str, int] = {}
@@ -93,19 +80,6 @@ def _skipped_counts(run_dir: Path) -> dict[str, int]:
         for row in read_jsonl(path):
             counts[row["dataset"]] = counts.get(row["dataset"], 0) + 1
     return counts
-
-
-def _summary(rows: list[dict[str, Any]], skipped: int) -> Summary:
-    s = Summary(skipped=skipped)
-    for row in rows:
-        s.requested += 1
-        if row["status"] == PredictionStatus.OK.value:
-            s.succeeded += 1
-        else:
-            s.errored += 1
-            kind = row.get("error_kind") or "error"
-            s.errors_by_kind[kind] = s.errors_by_kind.get(kind, 0) + 1
-    return s
 
 
 def rescore_run(run_dir: str | Path, *, judge: Mapping[str, Any] | None = None) -> Report:
@@ -130,10 +104,8 @@ async def _process_run_in_roots(run_dir: Path, cfg: TaskConfig, *, rescore: bool
     store.resume_hint = (f"the saved reviews are unchanged: free some space, then run "
                          f"groundscope {'score' if rescore else 'report'} {run_dir} again")
     skipped = _skipped_counts(run_dir)
-    ctx = ScoringContext(run_dir=run_dir, judge=cfg.judge, seed=cfg.seed,
-                         judge_concurrency=cfg.judge_concurrency or cfg.eval_batch_size,
-                         timeout=cfg.timeout, max_retries=cfg.max_retries,
-                         max_response_bytes=cfg.max_response_bytes)
+    ctx = ScoringContext.from_config(cfg, run_dir)
+    redact = Redactor(cfg.secrets()).redact  # error texts saved in reviews, as in eval
     try:
         try:
             if rescore and mock_judged(cfg.judge):  # the run's own simulator is gone
@@ -142,47 +114,37 @@ async def _process_run_in_roots(run_dir: Path, cfg: TaskConfig, *, rescore: bool
                 server = await start_judge_simulator(cfg.simulator)
                 ctx.on_close(server.astop)
                 ctx.mock_url = server.base_url
-            reports = [await _process_dataset(cfg, store, name, skipped.get(name, 0), rescore, ctx)
+            reports = [await _process_dataset(cfg, store, plan_scoring(cfg, name, ctx),
+                                              skipped.get(name, 0), ctx, redact, rescore=rescore)
                        for name in cfg.datasets]
         finally:
             store.discard_staged()  # what a failed re-scoring wrote aside; the old reviews stay
             await ctx.aclose()
             store.close()
-        try:  # the JSON reports are written; a rendering failure must not undo them
-            from groundscope.report.html import write_html
-
-            write_html(run_dir)
-        except Exception as exc:
-            logging.getLogger("groundscope").error("could not write report.html: %s: %s",
-                                                   type(exc).__name__, exc)
+        write_page(run_dir)  # the JSON reports are written; a rendering failure must not undo them
     finally:
         store.unlock()
     return Report(run_dir=str(run_dir), model=cfg.model_name, datasets=reports)
 
 
-async def _process_dataset(cfg: TaskConfig, store: RunStore, name: str, skipped: int,
-                           rescore: bool, ctx: ScoringContext) -> DatasetReport:
-    pretty, primary, defaults = _dataset_meta(name)
-    args = cfg.dataset_args.get(name)
-    scorers = build_scorers(metric_names(defaults, args.metric_list if args else None, cfg.judge),
-                            ctx)
-    primary = primary_metric(primary, scorers)
-    acc = MetricAccumulator()
-    groups = GroupStage(scorers)
-    rows_all: list[dict[str, Any]] = []
+async def _process_dataset(cfg: TaskConfig, store: RunStore, run: DatasetRun, skipped: int,
+                           ctx: ScoringContext, redact: Callable[[str], str], *,
+                           rescore: bool) -> DatasetReport:
+    name = run.name
+    run.summary.skipped = skipped
     stale = 0
     unscored: dict[str, dict[str, int]] = {}
     for dataset, subset in store.saved_subsets():
         if dataset != name:
             continue
         rows = store.load_predictions(name, subset)
-        rows_all += rows.values()
+        for row in rows.values():
+            run.summary.count(row["status"] == PredictionStatus.OK.value, row.get("error_kind"))
         if rescore:  # written aside: the saved reviews stay until every score is in
             store.stage_reviews(name, subset)
-            await _rescore_subset(store, name, subset, rows.values(), scorers, acc,
-                                  ctx.judge_concurrency, groups)
+            await _rescore_subset(store, run, subset, rows.values(), ctx.judge_concurrency, redact)
             continue
-        left_out, missing = _aggregate_subset(store, name, subset, rows, scorers, acc)
+        left_out, missing = _aggregate_subset(store, run, subset, rows)
         stale += left_out
         if missing:
             unscored[subset] = missing
@@ -190,31 +152,20 @@ async def _process_dataset(cfg: TaskConfig, store: RunStore, name: str, skipped:
         logging.getLogger("groundscope").info(
             "%s: %d saved scores left out (a metric no longer configured, or a sample asked "
             "again since)", name, stale)
-    for subset, score, group_keys in await groups.finish():  # re-scored groups (rescore only)
-        store.append_score(name, subset, score, GROUP_REQUEST_HASH)
-        acc.add(subset, score, group_keys)
+    await finish_groups(store, run)  # re-scored groups (rescore only)
     store.commit_reviews()
-    summary = _summary(rows_all, skipped)
-    _note_unscored(summary, store, name, unscored)
-    rep = DatasetReport(
-        model=cfg.model_name, dataset=name, pretty_name=pretty, primary_metric=primary,
-        subsets=acc.subsets(), summary=summary,
-        metrics=[MetricRow.from_result(r, c) for c, r in acc.rows(seed=cfg.seed)])
-    rep = add_judge_stats(rep, cfg.judge, store)
-    rep = add_grounding_stats(rep, cfg.judge, store)
-    store.write_report(name, rep.model_dump(mode="json"), evalscope_report(rep))
-    return rep
+    _note_unscored(run.summary, store, name, unscored)
+    return build_dataset_report(store, run, model=cfg.model_name, seed=cfg.seed, judge=cfg.judge)
 
 
-def _aggregate_subset(store: RunStore, name: str, subset: str,
-                      rows: Mapping[tuple[str, int], dict[str, Any]], scorers: list[Scorer],
-                      acc: MetricAccumulator) -> tuple[int, dict[str, int]]:
-    """Add a subset's current saved scores to ``acc``; ``(stale scores left out, {"of":
+def _aggregate_subset(store: RunStore, run: DatasetRun, subset: str,
+                      rows: Mapping[tuple[str, int], dict[str, Any]]) -> tuple[int, dict[str, int]]:
+    """Add a subset's current saved scores to ``run.acc``; ``(stale scores left out, {"of":
     predictions, "unscored": predictions missing a score of some configured scorer})``."""
-    keys = scorer_keys(scorers)
+    keys = scorer_keys(run.scorers)
     stale = 0
     have: set[tuple[str, int, str]] = set()
-    for review in store.load_reviews(name, subset).values():
+    for review in store.load_reviews(run.name, subset).values():
         row = rows.get((review.get("sample_id"), review.get("repeat")))
         if not _current(review, row, keys):
             stale += 1
@@ -222,9 +173,9 @@ def _aggregate_subset(store: RunStore, name: str, subset: str,
         score = score_from_json(review)
         have.add((score.sample_id, score.repeat, score.scorer))
         category = category_of(row["sample"]["metadata"]) if row else None
-        acc.add(subset, score, keys[score.scorer], category)
+        run.acc.add(subset, score, keys[score.scorer], category)
     missing = sum(1 for sid, repeat in rows
-                  if any((sid, repeat, s.name) not in have for s in scorers))
+                  if any((sid, repeat, s.name) not in have for s in run.scorers))
     return stale, ({"of": len(rows), "unscored": missing} if missing else {})
 
 
@@ -252,22 +203,19 @@ def _current(review: Mapping[str, Any], row: Mapping[str, Any] | None,
     return row is not None and digest == row.get("request_hash")
 
 
-async def _rescore_subset(store: RunStore, name: str, subset: str, rows: Iterable[dict[str, Any]],
-                          scorers: list[Scorer], acc: MetricAccumulator, concurrency: int,
-                          groups: GroupStage) -> None:
-    """Score saved predictions again, ``concurrency`` samples at a time (judge calls); member
-    rows of group scorers go to ``groups``, scored when the dataset is done."""
+async def _rescore_subset(store: RunStore, run: DatasetRun, subset: str,
+                          rows: Iterable[dict[str, Any]], concurrency: int,
+                          redact: Callable[[str], str]) -> None:
+    """Score saved predictions again on ``eval``'s sample path (``pipeline``),
+    ``concurrency`` samples at a time (judge calls); member rows of group scorers go to the
+    dataset's group stage, scored when the dataset is done."""
     slots = asyncio.Semaphore(concurrency)
 
     async def one(row: dict[str, Any]) -> None:
-        sample = sample_from_json(row, name, subset)
-        pred = prediction_from_json(row)
-        async with slots:
-            for scorer in scorers:
-                score = await score_safely(scorer, sample, pred)
-                store.append_score(name, subset, score, pred.request_hash)
-                acc.add(subset, score, scorer.keys, category_of(sample.metadata))
-                groups.collect(subset, score)
+        sample = sample_from_json(row, run.name, subset)
+        hooks = Hooks(score_slot=slots, on_score=partial(record_score, store, run, sample))
+        await evaluate_sample(sample, int(row.get("repeat", 0)), run.scorers, client=None,
+                              saved=Saved(row), redact=redact, hooks=hooks)
 
     try:  # a failure cancels the others: nothing is appended once the re-scoring is dropped
         async with asyncio.TaskGroup() as tg:

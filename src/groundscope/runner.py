@@ -17,43 +17,38 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-import time
-from collections.abc import Iterator
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from groundscope import logs
 from groundscope.config import TaskConfig
-from groundscope.errors import (
-    ErrorBudgetExceeded,
-    MediaError,
-    ModelError,
-    NothingEvaluated,
-    RecordError,
-    one_error,
-)
+from groundscope.errors import ErrorBudgetExceeded, NothingEvaluated, RecordError, one_error
 from groundscope.memory import TRIM_EVERY, release_free_memory
-from groundscope.metrics import category_of
+from groundscope.pipeline import (
+    NOTHING_SAVED,
+    Hooks,
+    Predicted,
+    Saved,
+    evaluate_sample,
+    finish_groups,
+    record_score,
+)
 from groundscope.plan import DatasetRun, Item, iter_samples, plan_dataset, run_media_roots
 from groundscope.progress import Progress
 from groundscope.redaction import Redactor
-from groundscope.report.evalscope import evalscope_report
-from groundscope.report.grounding import add_grounding_stats
-from groundscope.report.judge import add_judge_stats
-from groundscope.report.model import DatasetReport, MetricRow, Report
-from groundscope.resume import scoring_view, warn_config_changes
-from groundscope.scoring import ScoringContext, score_safely
-from groundscope.scoring.groups import GROUP_REQUEST_HASH
+from groundscope.report.build import build_dataset_report, write_page
+from groundscope.report.model import Report
+from groundscope.resume import warn_config_changes
+from groundscope.scoring import ScoringContext
 from groundscope.sidework import SideWork
-from groundscope.store import (
-    MEDIA_ROOTS_KEY,
-    RunStore,
-    check_subset_files,
-    prediction_from_json,
-    sample_to_json,
-)
-from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
+from groundscope.store import MEDIA_ROOTS_KEY, RunStore, check_subset_files
+from groundscope.types import PredictionStatus
+
+if TYPE_CHECKING:
+    from groundscope.client.openai import ChatClient
 
 log = logging.getLogger("groundscope")
 
@@ -66,10 +61,7 @@ class Runner:
     def __init__(self, cfg: TaskConfig, *, progress: bool | None = None) -> None:
         self.cfg = cfg
         self.progress = sys.stderr.isatty() if progress is None else progress
-        self.scoring = ScoringContext(judge=cfg.judge, seed=cfg.seed,
-                                      judge_concurrency=cfg.judge_concurrency or cfg.eval_batch_size,
-                                      timeout=cfg.timeout, max_retries=cfg.max_retries,
-                                      max_response_bytes=cfg.max_response_bytes)
+        self.scoring = ScoringContext.from_config(cfg)  # its run_dir: once the store is open
         self.datasets = [plan_dataset(cfg, name, self.scoring) for name in cfg.datasets]
         check_subset_files((run.name, subset) for run in self.datasets for subset in run.subsets)
         self._media_roots = run_media_roots(cfg)  # a bad --media-root: before a run directory
@@ -139,7 +131,8 @@ class Runner:
                 )
                 stack.push_async_callback(client.aclose)
                 await self._evaluate(client)
-                await self._finish_groups()
+                for run in self.datasets:  # the groups, once every member is scored
+                    await finish_groups(self.store, run)
             for run in self.datasets:
                 if run.summary.changed:
                     log.warning("%s: %d samples changed since the cached run (request or "
@@ -199,14 +192,14 @@ class Runner:
         self.store.append_skipped(run.name, subset, problem)
         log.warning("skipped bad record: %s", problem)
 
-    async def _evaluate(self, client: Any) -> None:
+    async def _evaluate(self, client: ChatClient) -> None:
         """Feed items to tasks. Two stages with their own bounds: model requests
         (``eval_batch_size``) and scoring (``judge_concurrency``), so slow judging never
         holds a model slot; the number of live items is bounded by their sum. A record is
         read only when few enough are waiting for a model slot (``_READ_AHEAD``): the first
         wave is not slowed by reading records the next waves will need."""
         n_model = self.cfg.eval_batch_size
-        n_score = self.cfg.judge_concurrency or n_model
+        n_score = self.scoring.judge_concurrency
         live = asyncio.Semaphore(n_model + n_score)
         ahead = asyncio.Semaphore(min(n_model, _READ_AHEAD))
         self._model_slots = asyncio.Semaphore(n_model)
@@ -236,141 +229,67 @@ class Runner:
                 raise
             raise first from None
 
-    async def _guarded(self, client: Any, item: Item, live: asyncio.Semaphore,
+    async def _guarded(self, client: ChatClient, item: Item, live: asyncio.Semaphore,
                        ahead: asyncio.Semaphore) -> None:
         try:
             await self._process(client, item, ahead)
         finally:
             live.release()
 
-    async def _process(self, client: Any, item: Item, ahead: asyncio.Semaphore) -> None:
+    async def _process(self, client: ChatClient, item: Item, ahead: asyncio.Semaphore) -> None:
+        run, sample = item.run, item.sample
+
+        def predicted(p: Predicted) -> None:  # stored before scoring starts
+            if p.new:
+                self.store.append_prediction(run.name, item.subset, sample, p.prediction)
+            self._count(run, p)
+
+        hooks = Hooks(self._model_slot(ahead), self._score_slots, predicted,
+                      partial(record_score, self.store, run, sample))
+        await evaluate_sample(sample, item.repeat, run.scorers, client=client, saved=self._saved(item),
+                              redact=self._redactor.redact, hooks=hooks)
+        self._progress.advance(self._errored)
+        if self._progress.done % TRIM_EVERY == 0:
+            release_free_memory()  # the payloads' freed pages: see groundscope/memory.py
+
+    @asynccontextmanager
+    async def _model_slot(self, ahead: asyncio.Semaphore) -> AsyncIterator[None]:
         try:
             await self._model_slots.acquire()
         finally:
             ahead.release()  # no longer waiting: the feeder may read another record
         try:
-            pred, req_hash, cached = await self._obtain_prediction(client, item)
+            yield
         finally:
             self._model_slots.release()
-        self._count(item.run, pred, from_cache=cached)
-        # The freed model slot's next request goes out before this one is scored.
-        await asyncio.sleep(0)
-        async with self._score_slots:
-            await self._score(item, pred, req_hash, reuse=cached)
-        self._progress.advance(self._errored)
-        if self._progress.done % TRIM_EVERY == 0:
-            release_free_memory()  # the payloads' freed pages: see groundscope/memory.py
 
-    async def _obtain_prediction(self, client: Any, item: Item) -> tuple[Prediction, str, bool]:
-        """The prediction (from the resume cache or the model), stored before returning."""
-        from groundscope.client.openai import request_hash
-
-        run, sample = item.run, item.sample
-        try:
-            req_hash = request_hash(sample.messages, self.cfg.model, self.cfg.generation_config)
-        except MediaError as exc:
-            pred = Prediction(sample.id, "unhashable", PredictionStatus.ERROR, error=str(exc),
-                              error_kind="media", attempts=0, repeat=item.repeat)
-            self.store.append_prediction(run.name, item.subset, sample, pred)
-            return pred, pred.request_hash, False
-        hit = self._cached_prediction(item, req_hash)
-        if hit is not None:
-            return hit, req_hash, True
-        pred = await self._predict(client, sample, req_hash, item.repeat)
-        self.store.append_prediction(run.name, item.subset, sample, pred)
-        return pred, req_hash, False
-
-    def _cached_prediction(self, item: Item, req_hash: str) -> Prediction | None:
+    def _saved(self, item: Item) -> Saved:
+        """What the resumed run directory holds for the item (nothing without --use-cache)."""
         run = item.run
         if not self.cfg.use_cache:
-            return None
+            return NOTHING_SAVED
         if item.subset not in run.cache:
             run.cache[item.subset] = self.store.load_predictions(run.name, item.subset)
             run.review_cache[item.subset] = self.store.load_reviews(run.name, item.subset)
-        row = run.cache[item.subset].get((item.sample.id, item.repeat))
+        key = (item.sample.id, item.repeat)
+        row = run.cache[item.subset].get(key)
         if row is None:
-            return None
-        if row["request_hash"] != req_hash:
-            run.summary.changed += 1
-            log.debug("%s: request changed since the cached run (prompt, media, model or "
-                      "generation config); requesting it again", item.sample.origin)
-            return None
-        if row["status"] != PredictionStatus.OK.value:
-            return None  # errored before: try again
-        pred = prediction_from_json(row)
-        if scoring_view(row["sample"]) != scoring_view(sample_to_json(item.sample)):
-            # Same request, changed reference (answer, choices, metadata): keep the answer,
-            # save the record as it is now and score it again; old reviews are not reused.
-            run.summary.changed += 1
-            log.debug("%s: reference changed since the cached run; re-scoring",
-                      item.sample.origin)
-            for scorer in run.scorers:
-                run.review_cache[item.subset].pop((item.sample.id, item.repeat, scorer.name), None)
-            self.store.append_prediction(run.name, item.subset, item.sample, pred)
-        return pred
-
-    async def _predict(self, client: Any, sample: Sample, req_hash: str, repeat: int) -> Prediction:
-        attempts = 1
-
-        def on_retry(attempt: int, error: Exception, delay: float) -> None:
-            nonlocal attempts
-            attempts = attempt + 1
-            log.debug("%s: retry %d in %.2fs after %s", sample.id, attempt, delay, error)
-
-        start = time.perf_counter()
-        try:
-            completion = await client.complete(sample.messages, on_retry=on_retry)
-        except MediaError as exc:
-            return Prediction(sample.id, req_hash, PredictionStatus.ERROR, error=str(exc),
-                              error_kind="media", attempts=attempts, repeat=repeat,
-                              latency_s=time.perf_counter() - start)
-        except ModelError as exc:  # the server's message may quote a key: redacted
-            return Prediction(sample.id, req_hash, PredictionStatus.ERROR,
-                              error=self._redactor.redact(str(exc)),
-                              error_kind=exc.kind, attempts=attempts, repeat=repeat,
-                              latency_s=time.perf_counter() - start)
-        return Prediction(sample.id, req_hash, PredictionStatus.OK, completion=completion,
-                          attempts=attempts, latency_s=time.perf_counter() - start, repeat=repeat)
-
-    async def _score(self, item: Item, pred: Prediction, req_hash: str, *, reuse: bool) -> None:
-        from groundscope.store import score_from_json
-
-        run = item.run
-        reviews = run.review_cache.get(item.subset, {}) if reuse else {}
-        for scorer in run.scorers:
-            row = reviews.get((item.sample.id, item.repeat, scorer.name))
-            score: Score
-            if (row is not None and row.get("request_hash") == req_hash
-                    and row.get("status") != ScoreStatus.JUDGE_FAILED.value):  # re-judged
-                score = score_from_json(row)
-            else:
-                score = await score_safely(scorer, item.sample, pred, self._redactor.redact)
-                self.store.append_score(run.name, item.subset, score, req_hash)
-            run.acc.add(item.subset, score, scorer.keys, category_of(item.sample.metadata))
-            run.groups.collect(item.subset, score)
-
-    async def _finish_groups(self) -> None:
-        """Score the groups of group scorers (e.g. consistency) once every member is scored."""
-        for run in self.datasets:
-            for subset, score, keys in await run.groups.finish():
-                self.store.append_score(run.name, subset, score, GROUP_REQUEST_HASH)
-                run.acc.add(subset, score, keys)
+            return NOTHING_SAVED
+        reviews = run.review_cache[item.subset]
+        return Saved(row, {s.name: reviews[(*key, s.name)] for s in run.scorers
+                           if (*key, s.name) in reviews})
 
     # ------------------------------------------------------------------ accounting
 
-    def _count(self, run: DatasetRun, pred: Prediction, *, from_cache: bool) -> None:
-        s = run.summary
-        s.requested += 1
+    def _count(self, run: DatasetRun, p: Predicted) -> None:
+        s, pred = run.summary, p.prediction
+        s.count(pred.status is PredictionStatus.OK, pred.error_kind)
+        s.cached += p.cached
+        s.changed += p.changed
         self._done += 1
-        if from_cache:
-            s.cached += 1
         if pred.status is PredictionStatus.OK:
-            s.succeeded += 1
             return
-        s.errored += 1
         self._errored += 1
-        kind = pred.error_kind or "error"
-        s.errors_by_kind[kind] = s.errors_by_kind.get(kind, 0) + 1
         log.error("sample %s failed: %s", pred.sample_id, pred.error)
         rate = self._errored / self._done
         warming_up = self.cfg.max_error_rate is not None and self._done < 20
@@ -383,30 +302,16 @@ class Runner:
                                  f"{self.run_dir}; resume with --use-cache {self.run_dir}")
 
     def _build_report(self) -> Report:
+        cfg = self.cfg
         out = []
         for run in self.datasets:
-            rep = DatasetReport(
-                model=self.cfg.model_name, dataset=run.name, pretty_name=run.pretty_name,
-                primary_metric=run.primary_metric, subsets=run.acc.subsets() or run.subsets,
-                summary=run.summary,
-                metrics=[MetricRow.from_result(r, c) for c, r in run.acc.rows(seed=self.cfg.seed)],
-            )
-            rep = add_judge_stats(rep, self.cfg.judge, self.store)
-            rep = add_grounding_stats(rep, self.cfg.judge, self.store)
-            path = self.store.write_report(run.name, rep.model_dump(mode="json"),
-                                           evalscope_report(rep))
-            log.info("%s: report written to %s", run.name, path)
-            out.append(rep)
-        try:  # report.html last: a rendering failure must never cost the run's other outputs
-            from groundscope.report.embed import END_OF_RUN_BUDGET, END_OF_RUN_SAMPLES
-            from groundscope.report.html import write_html
-
-            page = write_html(self.run_dir, media_budget=END_OF_RUN_BUDGET,
-                              max_samples=END_OF_RUN_SAMPLES)
+            out.append(build_dataset_report(self.store, run, model=cfg.model_name, seed=cfg.seed,
+                                            judge=cfg.judge))
+            log.info("%s: report written to %s", run.name, self.store.evalscope_report_file(run.name))
+        page = write_page(self.run_dir, end_of_run=True)
+        if page is not None:
             log.info("HTML report: %s", page)
-        except Exception as exc:
-            log.error("could not write report.html: %s: %s", type(exc).__name__, exc)
-        return Report(run_dir=str(self.run_dir), model=self.cfg.model_name, datasets=out)
+        return Report(run_dir=str(self.run_dir), model=cfg.model_name, datasets=out)
 
 
 def nothing_evaluated(report: Report) -> str:

@@ -42,3 +42,13 @@ class Summary(BaseModel):
             return (f"{self.skipped} records were bad (see {skipped_file}) and the "
                     f"{self.requested} requests failed")
         return "the dataset has no records"
+
+    def count(self, ok: bool, error_kind: str | None = None) -> None:
+        """One finished request: succeeded, or errored (``error_kind``, else ``error``)."""
+        self.requested += 1
+        if ok:
+            self.succeeded += 1
+            return
+        self.errored += 1
+        kind = error_kind or "error"
+        self.errors_by_kind[kind] = self.errors_by_kind.get(kind, 0) + 1

@@ -19,7 +19,7 @@ from groundscope.errors import GroundscopeError
 from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
 
 if TYPE_CHECKING:
-    from groundscope.config import JudgeConfig
+    from groundscope.config import JudgeConfig, TaskConfig
 
 T = TypeVar("T")
 log = logging.getLogger("groundscope")
@@ -58,6 +58,15 @@ class ScoringContext:
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _shared: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def from_config(cls, cfg: TaskConfig, run_dir: Path | None = None) -> ScoringContext:
+        """The context of a run of ``cfg``: the one place ``eval``, ``score`` and ``report``
+        make it (judges get ``judge_concurrency`` requests at once, else ``eval_batch_size``)."""
+        return cls(run_dir=run_dir, judge=cfg.judge, seed=cfg.seed,
+                   judge_concurrency=cfg.judge_concurrency or cfg.eval_batch_size,
+                   timeout=cfg.timeout, max_retries=cfg.max_retries,
+                   max_response_bytes=cfg.max_response_bytes)
+
     def on_close(self, fn: Callable[[], Awaitable[None]]) -> None:
         self._closers.append(fn)
 
@@ -87,8 +96,8 @@ async def score_safely(scorer: Scorer, sample: Sample, prediction: Prediction,
     """``scorer.score(...)``, with a scorer that crashes (a bug, a reply no contract
     foresaw) recorded as an ``ERROR`` score naming the exception, never a traceback that
     ends the run. ``GroundscopeError`` (bad config, a run directory that cannot be written)
-    still ends it. ``redact`` removes secrets from the saved error text. Used by ``eval``
-    and ``groundscope score`` alike."""
+    still ends it. ``redact`` removes secrets from the saved error text. Called on the one
+    sample path (``pipeline.py``) of ``eval`` and ``groundscope score`` alike."""
     try:
         return await scorer.score(sample, prediction)
     except GroundscopeError:

@@ -104,6 +104,24 @@ class Equivalence:
 
 
 @dataclass(frozen=True, slots=True)
+class MemberRow:
+    """An answered member of a group, read once from its member row (see ``score``)."""
+
+    sample_id: str
+    question: str
+    answer: str
+    normalised: str
+    references: Sequence[str]
+    references_over_limit: int = 0
+
+    @classmethod
+    def of(cls, row: Score) -> MemberRow:
+        d = row.detail
+        return cls(row.sample_id, str(d["question"]), d["answer"], d["normalised"], d["references"],
+                   int(d.get("references_over_limit", 0)))
+
+
+@dataclass(frozen=True, slots=True)
 class ConsistencyScorer:
     """Member rows per sample; one ``consistency_group`` row per group (see the module)."""
 
@@ -144,47 +162,46 @@ class ConsistencyScorer:
 
     async def _group(self, check: Equivalence, gid: str, repeat: int,
                      rows: Sequence[Score]) -> Score:
-        answered = sorted((m for m in rows if m.status is ScoreStatus.OK), key=lambda m: m.sample_id)
+        answered = [MemberRow.of(m) for m in sorted(rows, key=lambda m: m.sample_id)
+                    if m.status is ScoreStatus.OK]
         over = len(answered) - self.max_group_size
         answered = answered[:self.max_group_size]
         detail: dict[str, Any] = {
             "group": gid,
-            "members": [{"sample_id": m.sample_id, "answer": m.detail["answer"],
-                         "normalised": m.detail["normalised"]} for m in answered],
+            "members": [{"sample_id": m.sample_id, "answer": m.answer, "normalised": m.normalised}
+                        for m in answered],
             "unanswered": sorted(m.sample_id for m in rows if m.status is not ScoreStatus.OK)}
         if over > 0:
             detail["members_over_limit"] = over
-        refs_over = sum(int(m.detail.get("references_over_limit", 0)) for m in answered)
+        refs_over = sum(m.references_over_limit for m in answered)
         if refs_over:
             detail["references_over_limit"] = refs_over
         sid = f"group:{gid}"
         if len(answered) < 2:
             return Score(sid, self.group_name, ScoreStatus.NO_ANSWER, repeat=repeat,
                          detail={**detail, "reason": "fewer than two answers in the group"})
-        question = str(answered[0].detail["question"])
+        question = answered[0].question
         forms: dict[str, str] = {}
         for m in answered:
-            forms.setdefault(m.detail["normalised"], m.detail["answer"])
+            forms.setdefault(m.normalised, m.answer)
         pairs = list(combinations(sorted(forms), 2))
         decided = await asyncio.gather(*(check.same(question, forms[a], forms[b]) for a, b in pairs))
         detail["pairs"] = [{"answer_1": forms[a], "answer_2": forms[b], "equivalent": ok, **how}
                            for (a, b), (ok, how) in zip(pairs, decided, strict=True)]
         values: dict[str, float] = {}
         if all(ok is not None for ok, _ in decided):
-            counts = Counter(m.detail["normalised"] for m in answered)
+            counts = Counter(m.normalised for m in answered)
             agree = {p: bool(ok) for p, (ok, _) in zip(pairs, decided, strict=True)}
             values["consistency"] = agreement(counts, agree)
-        if all(m.detail["references"] for m in answered):
-            verdicts = await asyncio.gather(*(check.correct(question, m.detail["answer"],
-                                                            m.detail["references"])
+        referenced = all(m.references for m in answered)
+        if referenced:
+            verdicts = await asyncio.gather(*(check.correct(question, m.answer, m.references)
                                               for m in answered))
             for member, (ok, how) in zip(detail["members"], verdicts, strict=True):
                 member.update(correct=ok, **({"correct_by": how} if how else {}))
             if all(ok is not None for ok, _ in verdicts):
                 values["consistent_correct"] = 1.0 if all(ok for ok, _ in verdicts) else 0.0
-        failed = "consistency" not in values or ("consistent_correct" not in values
-                                                 and all(m.detail["references"] for m in answered))
-        if failed:
+        if "consistency" not in values or (referenced and "consistent_correct" not in values):
             return Score(sid, self.group_name, ScoreStatus.JUDGE_FAILED, repeat=repeat,
                          detail={**detail, "judge_failed": "an equivalence check got no usable reply"})
         detail["agreement"] = values["consistency"]

@@ -5,11 +5,12 @@ A group scorer is a scorer whose per-sample ``score()`` only records a *member* 
 turns the member rows of one subset into one ``Score`` per group, under ``group_name`` with
 ``group_keys`` (e.g. ``consistency``: paraphrased questions about one image).
 
-:class:`GroupStage` is the orchestration's side: the runner (and ``groundscope score``) hand
-it every score as it is produced or reused, and when the dataset is done ``finish()`` scores
-the groups. Group rows are saved in the subset's reviews file like any score (sample id
-``group:<id>``, request hash :data:`GROUP_REQUEST_HASH`), so ``groundscope report`` rebuilds
-the group metrics from the reviews alone.
+:class:`GroupStage` is the orchestration's side: the sample path (``pipeline.record_score``,
+for ``eval`` and ``groundscope score``) hands it every score as it is produced or reused,
+and when the dataset is done ``finish()`` scores the groups. Group rows are saved in the
+subset's reviews file like any score (sample id ``group:<id>``, request hash
+:data:`GROUP_REQUEST_HASH`), so ``groundscope report`` rebuilds the group metrics from the
+reviews alone.
 """
 
 from __future__ import annotations
