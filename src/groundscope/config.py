@@ -68,6 +68,8 @@ def _api_key(value: Any) -> Any:
 
 
 Secret = Annotated[SecretStr, BeforeValidator(_api_key)]
+# EvalScope's spellings (``service``, ``server``, ``simulator``) read as ours (compat.EVAL_TYPES)
+_EvalScopeName = BeforeValidator(lambda v: compat.EVAL_TYPES.get(v, v) if isinstance(v, str) else v)
 
 
 def saved_key(value: Any) -> str | None:
@@ -129,13 +131,8 @@ class JudgeModel(_Strict):
     model_id: str
     api_url: str
     api_key: Secret | None = None
-    eval_type: ModelAPI = "openai_api"
+    eval_type: Annotated[ModelAPI, _EvalScopeName] = "openai_api"
     generation_config: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("eval_type", mode="before")
-    @classmethod
-    def _eval_type(cls, v: Any) -> Any:
-        return compat.EVAL_TYPES.get(v, v) if isinstance(v, str) else v
 
     def secrets(self) -> list[str]:
         """Its API key and the credentials its URL carries (for redaction)."""
@@ -229,7 +226,7 @@ class TaskConfig(_Strict):
     model_id: str | None = None
     api_url: str | None = None
     api_key: Secret | None = None
-    eval_type: EvalTypeName = "openai_api"
+    eval_type: Annotated[EvalTypeName, _EvalScopeName] = "openai_api"
     datasets: list[str] = Field(default_factory=list, min_length=1)
     dataset_args: dict[str, DatasetArgs] = Field(default_factory=dict)
     limit: int | float | None = None
