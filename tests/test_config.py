@@ -205,3 +205,9 @@ def test_simulate_refuses_a_bad_flag_in_one_line_before_serving(tmp_path) -> Non
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.strip() == ("groundscope: error: simulate: judge_noise: Input should be "
                                    "less than or equal to 1 (got 2.0)")
+
+
+def test_a_block_that_is_not_a_mapping_is_named_without_class_names() -> None:
+    with pytest.raises(ConfigError) as err:
+        cfg(judge="llm")
+    assert str(err.value) == "judge: Input should be a valid dictionary (got 'llm')"

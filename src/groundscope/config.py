@@ -399,6 +399,7 @@ def format_validation_error(err: ValidationError) -> str:
         return f"{where}: unknown key {key!r}{_did_you_mean(key, model.model_fields if model else [])}"
     first = errors[0]
     msg = " ".join(first["msg"].removeprefix("Value error, ").split())
+    msg = re.sub(r" or instance of \w+$", "", msg)  # a file has no classes: "a valid dictionary"
     value = first.get("input")
     got = ""
     if first["type"] != "value_error" and isinstance(value, int | float | str) and \
