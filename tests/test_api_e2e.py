@@ -111,7 +111,7 @@ def test_each_judge_names_its_api(tmp_path: Path) -> None:
 
 def test_judge_eval_type_is_checked_and_translated() -> None:
     base = {"model": "m", "api_url": "http://127.0.0.1:9/v1", "datasets": ["general_vqa"]}
-    with pytest.raises(ConfigError, match=r"judge\.models\.0\.eval_type"):
+    with pytest.raises(ConfigError, match=r"judge\.models\[0\]\.eval_type"):
         load_config({**base, "judge": {"models": {"model_id": "j", "api_url": "http://h/v1",
                                                   "eval_type": "anthropic"}}})
     legacy = load_config({**base, "judge_strategy": "llm", "judge_model_args": {

@@ -125,3 +125,89 @@ def test_service_is_openai_api_and_dataset_id_is_local_path() -> None:
     c = cfg(eval_type="service", dataset_args={"general_vqa": {"dataset_id": "some/dir"}})
     assert c.eval_type == "openai_api"
     assert c.dataset_args["general_vqa"].local_path == "some/dir"
+
+
+# ---------------------------------------------------- issue 16 item 5: validation in pydantic
+
+@pytest.mark.parametrize(("over", "message"), [
+    ({"judge": {"models": {"model_id": "j", "api_url": "http://127.0.0.1:1/v1", "api_kye": "k"}}},
+     "judge.models[0]: unknown key 'api_kye' (did you mean 'api_key'?)"),
+    ({"judge": {"grounding": {"models": [{"model_id": "j", "api_url": "http://127.0.0.1:1/v1",
+                                          "eval_tpye": "openai_api"}]}}},
+     "judge.grounding.models[0]: unknown key 'eval_tpye' (did you mean 'eval_type'?)"),
+    ({"eval_type": "mock", "simulator": {"acuracy": 0.5}},
+     "simulator: unknown key 'acuracy' (did you mean 'accuracy'?)"),
+    ({"judge": {"stratgy": "llm"}}, "judge: unknown key 'stratgy' (did you mean 'strategy'?)"),
+    ({"judge": {"grounding": {"vote": 3}}},
+     "judge.grounding: unknown key 'vote' (did you mean 'votes'?)"),
+])
+def test_every_block_says_did_you_mean(over: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        cfg(**over)
+    assert str(err.value) == message
+
+
+def test_a_config_built_in_code_gets_the_same_messages_and_checks() -> None:
+    from groundscope.config import TaskConfig
+
+    with pytest.raises(ConfigError, match=r"^simulator: unknown key 'sed' \(did you mean 'seed'\?\)$"):
+        TaskConfig(datasets=["general_vqa"], eval_type="mock", simulator={"sed": 1})
+    with pytest.raises(ConfigError, match=r"^datasets: unknown dataset 'general_vqq'"):
+        TaskConfig(datasets=["general_vqq"], eval_type="mock")  # a cross-check, at construction
+
+
+def test_an_env_key_is_expanded_and_saved_by_name_however_the_config_is_built(monkeypatch) -> None:
+    from groundscope.config import TaskConfig
+
+    monkeypatch.setenv("GS_TEST_JUDGE_KEY", "sk-from-env")
+    judge = {"models": [{"model_id": "j", "api_url": "http://127.0.0.1:1/v1?token=tk",
+                         "api_key": "${GS_TEST_JUDGE_KEY}"}]}
+    for c in (cfg(judge=judge), TaskConfig(**BASE, judge=judge)):
+        assert c.secrets() == ["tk", "sk-from-env"]
+        saved = c.redacted()["judge"]["models"][0]
+        assert saved["api_key"] == "${GS_TEST_JUDGE_KEY}"
+        assert "tk" not in saved["api_url"] and "sk-from-env" not in json.dumps(c.redacted())
+    monkeypatch.delenv("GS_TEST_JUDGE_KEY")
+    with pytest.raises(ConfigError, match=r"^judge\.models\[0\]\.api_key: environment variable "
+                                          r"GS_TEST_JUDGE_KEY is not set$"):
+        cfg(judge=judge)
+
+
+def test_saved_key_keeps_a_set_reference_only(monkeypatch) -> None:
+    from groundscope.config import saved_key
+
+    monkeypatch.setenv("GS_TEST_SET", "x")
+    monkeypatch.delenv("GS_TEST_UNSET", raising=False)
+    assert saved_key("$GS_TEST_SET") == "$GS_TEST_SET"
+    assert saved_key("${GS_TEST_UNSET}") is None and saved_key("***") is None
+    assert saved_key(None) is None
+
+
+def test_the_enums_are_built_from_the_literals() -> None:
+    from typing import get_args
+
+    from groundscope.constants import EvalType, EvalTypeName, JudgeStrategy, JudgeStrategyName
+
+    assert {e.value for e in EvalType} == set(get_args(EvalTypeName))
+    assert {e.value for e in JudgeStrategy} == set(get_args(JudgeStrategyName))
+    assert EvalType.SERVICE is EvalType.OPENAI_API
+
+
+def test_simulate_refuses_a_bad_flag_in_one_line_before_serving(tmp_path) -> None:
+    from cli_support import run_cli
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "alpha.jsonl").write_text(
+        json.dumps({"id": "1", "question": "q?", "answer": "a"}) + "\n")
+    proc = run_cli("simulate", "--datasets", "general_vqa", "--dataset-args",
+                   '{"general_vqa": {"local_path": "data"}}', "--judge-noise", "2",
+                   "--port", "0", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip() == ("groundscope: error: simulate: judge_noise: Input should be "
+                                   "less than or equal to 1 (got 2.0)")
+
+
+def test_a_block_that_is_not_a_mapping_is_named_without_class_names() -> None:
+    with pytest.raises(ConfigError) as err:
+        cfg(judge="llm")
+    assert str(err.value) == "judge: Input should be a valid dictionary (got 'llm')"

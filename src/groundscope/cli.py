@@ -316,13 +316,18 @@ def _sim_behaviour(ns: argparse.Namespace) -> SimBehaviour:
 
 
 def _cmd_simulate(ns: argparse.Namespace) -> int:
-    from groundscope.config import SimulatorArgs, load_config
+    from pydantic import ValidationError
+
+    from groundscope.config import SimulatorArgs, format_validation_error, load_config
     from groundscope.errors import ConfigError, RecordError
     from groundscope.runner import iter_samples, plan_dataset
     from groundscope.simulator import Oracle, serve_forever, sim_responders
 
     try:
         behaviour = _sim_behaviour(ns)
+        sim = SimulatorArgs(judge_noise=ns.judge_noise, seed=ns.seed, truth=ns.truth)
+    except ValidationError as err:  # before ValueError, its base: one line naming the field
+        raise ConfigError(f"simulate: {format_validation_error(err)}") from None
     except ValueError as exc:
         raise ConfigError(f"simulate: {exc}") from None
     args = {name: {k: v for k, v in a.items() if k != "metric_list"} if isinstance(a, dict) else a
@@ -333,7 +338,6 @@ def _cmd_simulate(ns: argparse.Namespace) -> int:
                if not isinstance(s, RecordError)]
     print(f"simulating on http://{ns.host}:{ns.port}/v1 with {len(samples)} known samples",
           file=sys.stderr, flush=True)
-    sim = SimulatorArgs(judge_noise=ns.judge_noise, seed=ns.seed, truth=ns.truth)
     serve_forever(ns.host, ns.port, Oracle.from_samples(samples), behaviour,
                   responders=sim_responders(sim))
     return 0

@@ -41,6 +41,7 @@ SCORE_KEYS: dict[str, str] = {
 # canonical metric key -> EvalScope's score key, where the two spellings differ
 _EVALSCOPE_SCORE_KEYS = {ours: theirs for theirs, ours in SCORE_KEYS.items() if ours != theirs}
 
+# EvalScope's ``eval_type`` spellings -> ours (``TaskConfig`` and ``JudgeModel`` read them)
 EVAL_TYPES = {"openai_api": "openai_api", "service": "openai_api", "server": "openai_api",
               "anthropic_api": "anthropic_api", "openai_responses_api": "openai_responses_api",
               "mock": "mock", "simulator": "mock"}
@@ -92,8 +93,6 @@ def translate_task_config(data: Mapping[str, Any]) -> dict[str, Any]:
     for key in sorted(_IGNORED_TASK_KEYS & out.keys()):
         log.warning("config key %r is EvalScope-specific and ignored by groundscope", key)
         out.pop(key)
-    if isinstance(out.get("eval_type"), str):
-        out["eval_type"] = EVAL_TYPES.get(out["eval_type"], out["eval_type"])
     if "max_concurrency" in out:
         out["eval_batch_size"] = out.pop("max_concurrency")
     _translate_legacy_judge(out)

@@ -2,8 +2,11 @@
 
 ``TaskConfig`` accepts EvalScope's field names (``model``, ``api_url``, ``datasets``,
 ``dataset_args``, ``eval_batch_size``, ``judge``, ...) so an existing config carries over;
-foreign spellings are translated in ``compat.py`` before validation. Unknown keys are an
-error with a did-you-mean. API keys are ``SecretStr``: they print as ``**********``.
+foreign spellings are translated in ``compat.py`` before validation. Pydantic does every
+check: an unknown key in any block is its ``extra_forbidden`` error, shown with a did-you-mean
+(``format_validation_error``); the checks across fields are model validators. Every API key
+is one type, ``ApiKey`` (``$NAME`` expanded, printed as ``**********``, saved as ``***`` or its
+``$NAME``); ``secrets`` and ``redacted`` walk a model's fields for them.
 """
 
 from __future__ import annotations
@@ -11,25 +14,73 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Mapping
+import types
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-import pydantic
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
 from groundscope import compat
 from groundscope.bounds import MAX_JUDGE_MODELS, MAX_SEED, MAX_SUBSETS, check_limit
 from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES
 from groundscope.configfile import check_json_value, read_config_file
+from groundscope.constants import EvalTypeName, JudgeStrategyName, ModelAPI
 from groundscope.dataset.readers import DEFAULT_MAX_RECORD_BYTES
 from groundscope.errors import ConfigError
 from groundscope.media import DEFAULT_MAX_PIXELS
 from groundscope.redaction import redact_url, url_secrets
 
 _ENV_REF = re.compile(r"^\$(?:\{(\w+)\}|(\w+))$")
-# The model APIs (client/apis.py): the evaluated model's and each judge model's ``eval_type``.
-ModelAPI = Literal["openai_api", "anthropic_api", "openai_responses_api"]
+URL_FIELDS = frozenset({"api_url"})  # fields whose URL may carry credentials (redaction.py)
+
+
+class ApiKey(SecretStr):
+    """An API key: prints as ``**********``; ``ref`` is the ``$NAME`` it was read from (a
+    variable's name is no secret: a saved config keeps it, so a later ``score`` finds the key)."""
+
+    def __init__(self, secret_value: str, ref: str | None = None) -> None:
+        super().__init__(secret_value)
+        self.ref = ref
+
+
+def _api_key(value: Any) -> Any:
+    """A key given as exactly ``$NAME`` or ``${NAME}`` is read from the environment."""
+    if not isinstance(value, str):
+        return value
+    m = _ENV_REF.match(value.strip())
+    if not m:
+        return ApiKey(value)
+    name = m.group(1) or m.group(2)
+    if name not in os.environ:
+        raise ValueError(f"environment variable {name} is not set")
+    return ApiKey(os.environ[name], ref=value.strip())
+
+
+Secret = Annotated[SecretStr, BeforeValidator(_api_key)]
+# EvalScope's spellings (``service``, ``server``, ``simulator``) read as ours (compat.EVAL_TYPES)
+_EvalScopeName = BeforeValidator(lambda v: compat.EVAL_TYPES.get(v, v) if isinstance(v, str) else v)
+
+
+def saved_key(value: Any) -> str | None:
+    """A key as a saved config holds it, to load again: a ``$NAME`` reference whose variable
+    is set here stays (expanded on load); a hidden key (``***``) or an unset variable is none."""
+    if not isinstance(value, str) or value == "***":
+        return None
+    m = _ENV_REF.match(value.strip())
+    if m and (m.group(1) or m.group(2)) not in os.environ:
+        return None
+    return value
 
 
 class _Strict(BaseModel):
@@ -79,18 +130,13 @@ class JudgeModel(_Strict):
 
     model_id: str
     api_url: str
-    api_key: SecretStr | None = None
-    eval_type: ModelAPI = "openai_api"
+    api_key: Secret | None = None
+    eval_type: Annotated[ModelAPI, _EvalScopeName] = "openai_api"
     generation_config: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("eval_type", mode="before")
-    @classmethod
-    def _eval_type(cls, v: Any) -> Any:
-        return compat.EVAL_TYPES.get(v, v) if isinstance(v, str) else v
 
     def secrets(self) -> list[str]:
         """Its API key and the credentials its URL carries (for redaction)."""
-        return _secrets(self.api_url, self.api_key)
+        return secret_values(self)
 
     @field_validator("generation_config")
     @classmethod
@@ -99,6 +145,10 @@ class JudgeModel(_Strict):
 
 
 GroundingMetric = Literal["grounding", "completeness", "consistency"]
+# ``models``: one model (a mapping) or a list of them
+JudgeModels = Annotated[list[JudgeModel],
+                        BeforeValidator(lambda v: [v] if isinstance(v, Mapping) else v),
+                        Field(max_length=MAX_JUDGE_MODELS)]
 
 
 class GroundingConfig(_Strict):
@@ -122,7 +172,7 @@ class GroundingConfig(_Strict):
 
     metrics: list[GroundingMetric] = Field(
         default_factory=lambda: ["grounding", "completeness", "consistency"])
-    models: list[JudgeModel] = Field(default_factory=list, max_length=MAX_JUDGE_MODELS)
+    models: JudgeModels = Field(default_factory=list)
     votes: int = Field(default=1, ge=1, le=15)
     vote_temperature: float = Field(default=0.7, ge=0.0, le=2.0)
     not_determinable: Literal["unsupported", "excluded", "supported"] = "unsupported"
@@ -132,11 +182,6 @@ class GroundingConfig(_Strict):
     max_elements: int = Field(default=64, ge=1, le=1024)
     max_group_size: int = Field(default=16, ge=2, le=256)
 
-    @field_validator("models", mode="before")
-    @classmethod
-    def _one_or_many(cls, v: Any) -> Any:
-        return [v] if isinstance(v, Mapping) else v
-
 
 class JudgeConfig(_Strict):
     """``judge={...}``: how free-form answers are judged (README: LLM judge).
@@ -145,20 +190,13 @@ class JudgeConfig(_Strict):
     reply (a repair turn, which quotes only its first ``max_reply_chars`` characters).
     """
 
-    strategy: Literal["auto", "rule", "llm", "llm_recall"] = "auto"
-    models: list[JudgeModel] = Field(default_factory=list, max_length=MAX_JUDGE_MODELS)
+    strategy: JudgeStrategyName = "auto"
+    models: JudgeModels = Field(default_factory=list)
     multimodal: bool = False
     max_retries: int = Field(default=2, ge=0, le=10)
     max_reply_chars: int = Field(default=262_144, ge=1024, le=16 << 20)
     human_label_field: str = "human_label"
     grounding: GroundingConfig | None = None
-
-    @field_validator("models", mode="before")
-    @classmethod
-    def _one_or_many(cls, v: Any) -> Any:
-        if isinstance(v, Mapping):
-            return [v]
-        return v
 
     def all_models(self) -> list[JudgeModel]:
         """The judge models and the grounding block's own models (for secrets and URL checks)."""
@@ -184,14 +222,11 @@ class TaskConfig(_Strict):
     request: ``limit`` follows ``bounds.check_limit``; seeds are numpy's 0..2**32-1.
     """
 
-    # api_key paths given as $NAME / ${NAME} -> that reference (saved instead of ***)
-    _env_refs: dict[str, str] = PrivateAttr(default_factory=dict)
-
     model: str = "groundscope-sim"
     model_id: str | None = None
     api_url: str | None = None
-    api_key: SecretStr | None = None
-    eval_type: Literal["openai_api", "anthropic_api", "openai_responses_api", "mock"] = "openai_api"
+    api_key: Secret | None = None
+    eval_type: Annotated[EvalTypeName, _EvalScopeName] = "openai_api"
     datasets: list[str] = Field(default_factory=list, min_length=1)
     dataset_args: dict[str, DatasetArgs] = Field(default_factory=dict)
     limit: int | float | None = None
@@ -206,32 +241,36 @@ class TaskConfig(_Strict):
     ignore_errors: bool = False
     strict: bool = False
     debug: bool = False
-    timeout: float = Field(default=300.0, gt=0)
-    max_retries: int = Field(default=5, ge=0)
-    retry_base_delay: float = Field(default=0.5, ge=0.0)
-    retry_max_delay: float = Field(default=30.0, ge=0.0)
-    max_image_pixels: int = Field(default=DEFAULT_MAX_PIXELS, ge=1)
-    # local media are read only inside the dataset's folder, the working directory and these
-    media_roots: list[str] = Field(default_factory=list)
-    max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, ge=1024, le=1024**3)
-    max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, ge=1024, le=2**31 - 1)
-    judge_concurrency: int | None = Field(default=None, ge=1)
     timeout: float = Field(default=300.0, gt=0, le=86_400.0)
     max_retries: int = Field(default=5, ge=0, le=100)
     retry_base_delay: float = Field(default=0.5, ge=0.0, le=3600.0)
     retry_max_delay: float = Field(default=30.0, ge=0.0, le=3600.0)
     max_image_pixels: int = Field(default=DEFAULT_MAX_PIXELS, ge=1, le=2**31 - 1)
-    max_media_per_record: int = Field(default=64, ge=1, le=1024)
+    # local media are read only inside the dataset's folder, the working directory and these
+    media_roots: list[str] = Field(default_factory=list)
+    max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, ge=1024, le=1024**3)
+    max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, ge=1024, le=2**31 - 1)
     judge_concurrency: int | None = Field(default=None, ge=1, le=4096)
+    max_media_per_record: int = Field(default=64, ge=1, le=1024)
     max_error_rate: float | None = Field(default=None, ge=0.0, le=1.0)
     simulator: SimulatorArgs = Field(default_factory=SimulatorArgs)
 
-    @pydantic.model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _known_keys(cls, data: Any) -> Any:  # TaskConfig(...) in code: the same one-line errors
-        if isinstance(data, Mapping):
-            _check_keys(data, cls, "config")
-        return data
+    def _unknown_keys(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        """An unknown key, in any block, is the one-line ``ConfigError`` ``load_config`` gives
+        (``TaskConfig(...)`` in code says the same); other errors stay pydantic's."""
+        try:
+            return handler(data)
+        except ValidationError as err:
+            if any(e["type"] == "extra_forbidden" for e in err.errors()):
+                raise ConfigError(format_validation_error(err)) from None
+            raise
+
+    @model_validator(mode="after")
+    def _across_fields(self) -> TaskConfig:
+        _cross_check(self)
+        return self
 
     @field_validator("limit", mode="before")
     @classmethod
@@ -267,48 +306,55 @@ class TaskConfig(_Strict):
     def redacted(self) -> dict[str, Any]:
         """The config as JSON-able data with every secret replaced by ``***``; URLs without
         user-info and with secret-looking query values as ``***`` (``redaction.redact_url``)."""
-        data = self.model_dump(mode="json")
-        refs = self._env_refs
-        if self.api_key is not None:
-            data["api_key"] = refs.get("api_key", "***")
-        if data.get("api_url"):
-            data["api_url"] = redact_url(data["api_url"])
-        if self.judge is not None:
-            blocks = [("judge", data["judge"])]
-            if data["judge"].get("grounding"):
-                blocks.append(("judge.grounding", data["judge"]["grounding"]))
-            for where, block in blocks:
-                for i, m in enumerate(block.get("models", [])):
-                    m["api_url"] = redact_url(m["api_url"])
-                    if m.get("api_key") is not None:
-                        m["api_key"] = refs.get(f"{where}.models[{i}].api_key", "***")
-        return data
+        return redacted(self)
 
     def secrets(self) -> list[str]:
         """Every secret value in this config: API keys (after ``$NAME`` expansion) and the
         credentials URLs carry, the model's and every judge's (for redaction)."""
-        found = _secrets(self.api_url, self.api_key)
-        if self.judge is not None:
-            found += [s for m in self.judge.all_models() for s in m.secrets()]
-        return found
+        return secret_values(self)
 
 
-def _secrets(api_url: str | None, api_key: SecretStr | None) -> list[str]:
-    found = url_secrets(api_url)
-    if api_key is not None:
-        found.append(api_key.get_secret_value())
+FieldPath = tuple[str | int, ...]
+
+
+def secret_fields(model: BaseModel, path: FieldPath = ()) -> Iterator[tuple[FieldPath, SecretStr | str]]:
+    """Every API key and credential-carrying URL in ``model`` and the models inside it, with
+    its path (the one walk ``secret_values`` and ``redacted`` share)."""
+    for name in type(model).model_fields:
+        yield from _leaves(getattr(model, name), (*path, name), url=name in URL_FIELDS)
+
+
+def _leaves(value: Any, here: FieldPath, url: bool) -> Iterator[tuple[FieldPath, SecretStr | str]]:
+    if isinstance(value, SecretStr) or (url and isinstance(value, str)):
+        yield here, value
+    elif isinstance(value, BaseModel):
+        yield from secret_fields(value, here)
+    elif isinstance(value, list | dict):
+        for key, item in value.items() if isinstance(value, dict) else enumerate(value):
+            yield from _leaves(item, (*here, key), url=False)
+
+
+def secret_values(model: BaseModel) -> list[str]:
+    """Every secret value in ``model``: keys (after ``$NAME`` expansion) and URL credentials."""
+    found: list[str] = []
+    for _, value in secret_fields(model):
+        found += [value.get_secret_value()] if isinstance(value, SecretStr) else url_secrets(value)
     return [s for s in found if s and s != "EMPTY"]
 
 
-def expand_env(value: str, where: str) -> str:
-    """Expand a value that is exactly ``$NAME`` or ``${NAME}`` from the environment."""
-    m = _ENV_REF.match(value.strip())
-    if not m:
-        return value
-    name = m.group(1) or m.group(2)
-    if name not in os.environ:
-        raise ConfigError(f"{where}: environment variable {name} is not set")
-    return os.environ[name]
+def redacted(model: BaseModel) -> dict[str, Any]:
+    """``model`` as JSON-able data: each key as ``***`` (or the ``$NAME`` it came from), each
+    URL without its credentials (``redaction.redact_url``)."""
+    data = model.model_dump(mode="json")
+    for path, value in secret_fields(model):
+        parent = data
+        for part in path[:-1]:
+            parent = parent[part]
+        if isinstance(value, SecretStr):
+            parent[path[-1]] = getattr(value, "ref", None) or "***"
+        else:
+            parent[path[-1]] = redact_url(value)
+    return data
 
 
 def _did_you_mean(word: str, choices: Any) -> str:
@@ -316,58 +362,44 @@ def _did_you_mean(word: str, choices: Any) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _check_keys(data: Mapping[str, Any], model: type[BaseModel], where: str) -> None:
-    allowed = set(model.model_fields)
-    for key in data:
-        if model is TaskConfig and key in compat.UNSUPPORTED_TASK_KEYS:
-            raise ConfigError(f"{where}: {key!r} {compat.UNSUPPORTED_TASK_KEYS[key]}")
-        if key not in allowed:
-            raise ConfigError(f"{where}: unknown key {key!r}{_did_you_mean(key, allowed)}")
+def _element(tp: Any) -> Any:
+    """``tp`` without ``Annotated``/``None``; a list's or dict's element type."""
+    while get_origin(tp) in (Annotated, Union, types.UnionType, list, dict):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        tp = args[0] if get_origin(tp) in (Annotated, Union, types.UnionType) else args[-1]
+    return tp
 
 
-def _expand_secrets(data: dict[str, Any], refs: dict[str, str]) -> dict[str, Any]:
-    """``data`` with ``$NAME`` API keys expanded; ``refs`` gets each expanded key's path and
-    reference (a variable's name is no secret: saved configs keep it, so a later ``score``
-    finds the key again)."""
-    if isinstance(data.get("api_key"), str):
-        data["api_key"] = _expand_key(data["api_key"], "api_key", refs)
-    judge = data.get("judge")
-    if isinstance(judge, Mapping):
-        judge = _expand_model_keys(judge, "judge", refs)
-        if isinstance(judge.get("grounding"), Mapping):
-            judge["grounding"] = _expand_model_keys(judge["grounding"], "judge.grounding", refs)
-        data["judge"] = judge
-    return data
+def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
+    """The model that validated the block at ``loc`` (a path from ``TaskConfig``)."""
+    tp: Any = TaskConfig
+    for part in loc:
+        if isinstance(tp, type) and issubclass(tp, BaseModel) and part in tp.model_fields:
+            tp = _element(tp.model_fields[part].annotation)
+    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
 
 
-def _expand_key(value: str, where: str, refs: dict[str, str]) -> str:
-    expanded = expand_env(value, where)
-    if _ENV_REF.match(value.strip()):
-        refs[where] = value.strip()
-    return expanded
+def _where(loc: tuple[str | int, ...]) -> str:
+    """``("judge", "models", 0, "api_key")`` -> ``judge.models[0].api_key``; ``config`` for ()."""
+    text = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+    return text or "config"
 
 
-def _expand_model_keys(block: Mapping[str, Any], where: str, refs: dict[str, str]) -> dict[str, Any]:
-    """``block`` with ``$ENV`` API keys of its ``models`` (one or a list) expanded."""
-    block = dict(block)
-    models = block.get("models")
-    many = models if isinstance(models, list) else [models] if models else []
-    fixed = []
-    for i, m in enumerate(many):
-        m = dict(m) if isinstance(m, Mapping) else m
-        if isinstance(m, dict) and isinstance(m.get("api_key"), str):
-            m["api_key"] = _expand_key(m["api_key"], f"{where}.models[{i}].api_key", refs)
-        fixed.append(m)
-    if models is not None:
-        block["models"] = fixed
-    return block
-
-
-def _format_validation_error(err: ValidationError) -> str:
-    """One line: the first error's field path, its problem and the value given."""
-    first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"]) or "config"
+def format_validation_error(err: ValidationError) -> str:
+    """One line: an unknown key (the shallowest, in any block) with a did-you-mean among its
+    block's fields, else the first error's field path, its problem and the value given."""
+    errors = err.errors()
+    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+    if unknown:
+        loc = min(unknown, key=lambda e: len(e["loc"]))["loc"]
+        key, where = str(loc[-1]), _where(loc[:-1])
+        if not loc[:-1] and key in compat.UNSUPPORTED_TASK_KEYS:
+            return f"config: {key!r} {compat.UNSUPPORTED_TASK_KEYS[key]}"
+        model = _model_at(loc[:-1])
+        return f"{where}: unknown key {key!r}{_did_you_mean(key, model.model_fields if model else [])}"
+    first = errors[0]
     msg = " ".join(first["msg"].removeprefix("Value error, ").split())
+    msg = re.sub(r" or instance of \w+$", "", msg)  # a file has no classes: "a valid dictionary"
     value = first.get("input")
     got = ""
     if first["type"] != "value_error" and isinstance(value, int | float | str) and \
@@ -375,7 +407,7 @@ def _format_validation_error(err: ValidationError) -> str:
         text = repr(value)
         got = f" (got {text[:40]}{'...' if len(text) > 40 else ''})"
     more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
-    return f"{loc}: {msg}{got}{more}"
+    return f"{_where(first['loc'])}: {msg}{got}{more}"
 
 
 def load_config(source: TaskConfig | Mapping[str, Any] | str | Path) -> TaskConfig:
@@ -384,32 +416,17 @@ def load_config(source: TaskConfig | Mapping[str, Any] | str | Path) -> TaskConf
     Raises ``ConfigError`` with a one-line message naming the offending key.
     """
     if isinstance(source, TaskConfig):
-        _cross_check(source)  # a config built in code gets the same checks as a dict
-        return source
+        return source  # validated, cross-checks included, when it was built
     if isinstance(source, str | Path):
         data = read_config_file(source)
     elif isinstance(source, Mapping):
         data = dict(source)
     else:
         raise ConfigError(f"cannot build a TaskConfig from {type(source).__name__}")
-    data = compat.translate_task_config(data)
-    _check_keys(data, TaskConfig, "config")
-    for name, args in (data.get("dataset_args") or {}).items():
-        if isinstance(args, Mapping):
-            _check_keys(args, DatasetArgs, f"dataset_args.{name}")
-    if isinstance(data.get("judge"), Mapping):
-        _check_keys(data["judge"], JudgeConfig, "judge")
-        if isinstance(data["judge"].get("grounding"), Mapping):
-            _check_keys(data["judge"]["grounding"], GroundingConfig, "judge.grounding")
-    refs: dict[str, str] = {}
-    data = _expand_secrets(data, refs)
     try:
-        cfg = TaskConfig.model_validate(data)
+        return TaskConfig.model_validate(compat.translate_task_config(data))
     except ValidationError as err:
-        raise ConfigError(_format_validation_error(err)) from None
-    cfg._env_refs.update(refs)
-    _cross_check(cfg)
-    return cfg
+        raise ConfigError(format_validation_error(err)) from None
 
 
 def _cross_check(cfg: TaskConfig) -> None:
