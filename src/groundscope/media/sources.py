@@ -255,7 +255,8 @@ def fingerprint(ref: MediaRef) -> str:
     kind = classify(ref.source)
     if kind == "path":
         try:  # hashed only inside the allowed roots (a file outside is a bad record anyway)
-            ident = f"path:{ref.source}:{content_id(resolve_path(ref), DEFAULT_MAX_BYTES)}"
+            real = confine(_located(ref), ref.base_dir, str(ref.source))
+            ident = f"path:{ref.source}:{content_id(real, DEFAULT_MAX_BYTES)}"
         except (MediaError, OSError):
             ident = f"path:{ref.source}:missing"
     elif kind == "url":
