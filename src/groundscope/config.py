@@ -25,7 +25,14 @@ from groundscope.configfile import check_json_value, read_config_file
 from groundscope.dataset.readers import DEFAULT_MAX_RECORD_BYTES
 from groundscope.errors import ConfigError
 from groundscope.media import DEFAULT_MAX_PIXELS
-from groundscope.redaction import redact_url, url_secrets
+from groundscope.redaction import (
+    Redactor,
+    mask_secret_fields,
+    redact_strings,
+    redact_url,
+    secret_field_values,
+    url_secrets,
+)
 
 _ENV_REF = re.compile(r"^\$(?:\{(\w+)\}|(\w+))$")
 # The model APIs (client/apis.py): the evaluated model's and each judge model's ``eval_type``.
@@ -89,13 +96,14 @@ class JudgeModel(_Strict):
         return compat.EVAL_TYPES.get(v, v) if isinstance(v, str) else v
 
     def secrets(self) -> list[str]:
-        """Its API key and the credentials its URL carries (for redaction)."""
-        return _secrets(self.api_url, self.api_key)
+        """Its API key, the credentials its URL carries and the values under secret-looking
+        keys of its generation config (for redaction)."""
+        return _secrets(self.api_url, self.api_key) + secret_field_values(self.generation_config)
 
     @field_validator("generation_config")
     @classmethod
     def _storable(cls, v: dict[str, Any]) -> dict[str, Any]:
-        return check_json_value(v)
+        return check_generation_config(v)
 
 
 GroundingMetric = Literal["grounding", "completeness", "consistency"]
@@ -256,7 +264,7 @@ class TaskConfig(_Strict):
     @field_validator("generation_config")
     @classmethod
     def _storable(cls, v: dict[str, Any]) -> dict[str, Any]:
-        return check_json_value(v)
+        return check_generation_config(v)
 
     @property
     def model_name(self) -> str:
@@ -282,15 +290,28 @@ class TaskConfig(_Strict):
                     m["api_url"] = redact_url(m["api_url"])
                     if m.get("api_key") is not None:
                         m["api_key"] = refs.get(f"{where}.models[{i}].api_key", "***")
-        return data
+        # secret-looking keys in generation configs (headers, tokens) are masked whole, and
+        # every known secret is hidden from every string, whatever key it sits under
+        return redact_strings(_mask_generation_configs(data), Redactor(self.secrets()))
 
     def secrets(self) -> list[str]:
         """Every secret value in this config: API keys (after ``$NAME`` expansion) and the
         credentials URLs carry, the model's and every judge's (for redaction)."""
-        found = _secrets(self.api_url, self.api_key)
+        found = _secrets(self.api_url, self.api_key) + secret_field_values(self.generation_config)
         if self.judge is not None:
             found += [s for m in self.judge.all_models() for s in m.secrets()]
         return found
+
+
+def _mask_generation_configs(data: Any) -> Any:
+    """``data`` with :func:`~groundscope.redaction.mask_secret_fields` applied to every
+    ``generation_config`` block in it (the model's and each judge model's)."""
+    if isinstance(data, dict):
+        return {k: mask_secret_fields(v) if k == "generation_config" else _mask_generation_configs(v)
+                for k, v in data.items()}
+    if isinstance(data, list):
+        return [_mask_generation_configs(v) for v in data]
+    return data
 
 
 def _secrets(api_url: str | None, api_key: SecretStr | None) -> list[str]:
@@ -309,6 +330,19 @@ def expand_env(value: str, where: str) -> str:
     if name not in os.environ:
         raise ConfigError(f"{where}: environment variable {name} is not set")
     return os.environ[name]
+
+
+def check_generation_config(v: dict[str, Any]) -> dict[str, Any]:
+    """A ``generation_config`` that can be stored and sent: JSON values, and none of the
+    OpenAI SDK's request options that are not body fields (``extra_headers``,
+    ``extra_query``): they would go out inside the JSON body, not as headers or query.
+    ``extra_body`` is honoured (its keys are merged into the request body)."""
+    for key in ("extra_headers", "extra_query"):
+        if key in v:
+            raise ValueError(f"{key} is not supported (it is an HTTP request option, not a "
+                             "generation setting); give the endpoint's key as api_key "
+                             "and its query in api_url")
+    return check_json_value(v)
 
 
 def _did_you_mean(word: str, choices: Any) -> str:
