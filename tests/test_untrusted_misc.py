@@ -182,3 +182,57 @@ async def test_the_resolver_refuses_a_name_resolving_to_a_refused_address() -> N
             await resolver.resolve("169.254.169.254", 80)  # getaddrinfo of a literal: no network
     finally:
         await resolver.close()
+
+
+# ------------------------------------------------------------------ M3: a stray quote in TSV / CSV
+
+
+def _read(path: Path) -> tuple[dict[int, dict[str, object]], dict[int, str]]:
+    from groundscope.dataset.readers import iter_records
+
+    good: dict[int, dict[str, object]] = {}
+    bad: dict[int, str] = {}
+    for origin, record in iter_records(path):
+        if isinstance(record, dict):
+            good[origin.line] = record
+        else:
+            bad[origin.line] = str(record)
+    return good, bad
+
+
+def test_a_stray_quote_in_a_tsv_costs_one_row(tmp_path: Path) -> None:
+    path = tmp_path / "t.tsv"
+    rows = [f"{i}\tq{i}\ta{i}" for i in range(1, 1001)]
+    rows[1] = '2\t"q2 unbalanced\ta2'
+    path.write_text("index\tquestion\tanswer\n" + "\n".join(rows) + "\n")
+    good, bad = _read(path)
+    assert bad == {3: f"{path}:3: <row>: an unclosed quote at line 3 swallowed lines 3..103; "
+                      "the row is skipped and reading resumes at line 4"}
+    assert len(good) == 999 and good[4] == {"index": "3", "question": "q3", "answer": "a3"}
+    assert good[1001] == {"index": "1000", "question": "q1000", "answer": "a1000"}
+
+
+def test_a_stray_quote_near_the_end_of_a_csv_is_reported_and_the_rest_kept(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text('id,question\n1,q1\n2,"q2\n3,q3\n4,q4\n')
+    good, bad = _read(path)
+    assert bad == {3: f"{path}:3: <row>: an unclosed quote at line 3 swallowed lines 3..5 "
+                      "(the end of the file); the row is skipped and reading resumes at line 4"}
+    assert good == {2: {"id": "1", "question": "q1"}, 4: {"id": "3", "question": "q3"},
+                    5: {"id": "4", "question": "q4"}}
+
+
+def test_quoted_cells_spanning_up_to_max_row_lines_stay_one_record(tmp_path: Path) -> None:
+    from groundscope.dataset.readers import MAX_ROW_LINES
+
+    long_cell = "\n".join(f"l{i}" for i in range(MAX_ROW_LINES))  # exactly MAX_ROW_LINES lines
+    too_long = "\n".join(f"m{i}" for i in range(MAX_ROW_LINES + 1))
+    path = tmp_path / "t.csv"
+    path.write_text(f'id,question\n1,"two\nlines"\n2,"{long_cell}"\n3,"{too_long}"\n4,q4\n')
+    good, bad = _read(path)
+    assert good[2] == {"id": "1", "question": "two\nlines"}
+    assert good[4] == {"id": "2", "question": long_cell}
+    start = 4 + MAX_ROW_LINES
+    assert list(bad) == [start] and "an unclosed quote" in bad[start]
+    # the rest of the over-long cell is read again as rows; the row after it is kept
+    assert good[start + MAX_ROW_LINES + 1] == {"id": "4", "question": "q4"}
