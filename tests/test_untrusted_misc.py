@@ -236,3 +236,38 @@ def test_quoted_cells_spanning_up_to_max_row_lines_stay_one_record(tmp_path: Pat
     assert list(bad) == [start] and "an unclosed quote" in bad[start]
     # the rest of the over-long cell is read again as rows; the row after it is kept
     assert good[start + MAX_ROW_LINES + 1] == {"id": "4", "question": "q4"}
+
+
+# ------------------------------------------------------------------ L2: bidi controls in report.html
+
+BIDI = ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069"]
+
+
+def test_bidi_controls_never_reach_report_html_raw(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    subset = "evil\u202egpj.exe"
+    rows = [{"id": f"id\u202e{i}", "category": f"cat\u2066{i}\u2069",
+             "messages": [{"role": "user", "content": f"Question {i} \u202dreversed\u202c"}],
+             "answer": f"answer\u202b{i}"} for i in range(3)]
+    (data / f"{subset}.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    proc = run_cli("eval", "--eval-type", "mock", "--model", "m\u202eodel", "--datasets",
+                   "general_vqa", "--dataset-args", json.dumps(
+                       {"general_vqa": {"local_path": str(data), "subset_list": [subset]}}),
+                   "--work-dir", str(tmp_path / "out"), "--no-timestamp", "--no-progress",
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    html = next((tmp_path / "out").rglob("report.html")).read_text(encoding="utf-8")
+    assert [ch for ch in BIDI if ch in html] == []
+    assert "evil\\u202egpj.exe" in html  # the subset name, shown as an escape
+    assert "m\\u202eodel" in html
+    assert "unicode-bidi: isolate" in html
+
+
+def test_visible_bidi_and_the_data_blob() -> None:
+    from groundscope.report.page import json_blob, visible_bidi
+
+    assert visible_bidi("a\u202eb\u2068c\u200fd") == "a\\u202eb\\u2068c\u200fd"  # marks stay
+    blob = json_blob({"id\u202e": "x\u2067y"})
+    inner = blob.split(">", 1)[1].rsplit("<", 1)[0]
+    assert json.loads(inner) == {"id\\u202e": "x\\u2067y"}  # the page's script shows the escape
