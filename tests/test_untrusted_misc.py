@@ -178,7 +178,8 @@ async def test_the_resolver_refuses_a_name_resolving_to_a_refused_address() -> N
     resolver = CheckedResolver()
     try:
         assert [r["host"] for r in await resolver.resolve("127.0.0.1", 80)] == ["127.0.0.1"]
-        with pytest.raises(MediaFetchError, match=r"resolves to 169\.254\.169\.254 is a link-local"):
+        with pytest.raises(MediaFetchError,
+                           match=r"host '169\.254\.169\.254': refused: 169\.254\.169\.254 is a link"):
             await resolver.resolve("169.254.169.254", 80)  # getaddrinfo of a literal: no network
     finally:
         await resolver.close()
@@ -271,3 +272,15 @@ def test_visible_bidi_and_the_data_blob() -> None:
     blob = json_blob({"id\u202e": "x\u2067y"})
     inner = blob.split(">", 1)[1].rsplit("<", 1)[0]
     assert json.loads(inner) == {"id\\u202e": "x\\u2067y"}  # the page's script shows the escape
+
+
+async def test_a_name_resolving_to_a_refused_address_fails_the_fetch(
+        reason_host: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from groundscope.client import fetch
+
+    real = fetch.refused_address
+    monkeypatch.setattr(fetch, "refused_address",  # as if loopback were link-local
+                        lambda a: "127.0.0.1 is a link-local address" if a == "127.0.0.1" else real(a))
+    with pytest.raises(MediaFetchError) as info:
+        await _fetch(f"http://localhost:{reason_host}/tone.wav")
+    assert "audio URL host 'localhost': refused: 127.0.0.1 is a link-local address" in str(info.value)

@@ -236,5 +236,5 @@ class CheckedResolver(aiohttp.ThreadedResolver):
         for entry in found:
             why = refused_address(entry["host"])
             if why is not None:
-                raise MediaFetchError(f"audio URL host {host!r} resolves to {why}; refused")
+                raise MediaFetchError(f"audio URL host {host!r}: refused: {why}")
         return found
