@@ -146,11 +146,19 @@ def test_rows_framed_from_bytes_read_as_the_csv_module_reads_text(monkeypatch, t
         text = "h1,h2\n" + "".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
         reader = csv.reader(io.StringIO(text, newline=""))
         header = next(reader)
-        expected, end = [], reader.line_num
+        expected, end, last_start = [], reader.line_num, 0
         for cells in reader:
             start, end = end + 1, reader.line_num
+            last_start = start
             if any(c.strip() for c in cells) and len(cells) <= len(header):
                 expected.append((start, {k: v for k, v in zip(header, cells, strict=False) if v}))
         path.write_bytes(text.encode())
-        got = [(o.line, r) for o, r in iter_records(path) if not isinstance(r, RecordError)]
+        items = list(iter_records(path))
+        got = [(o.line, r) for o, r in items if not isinstance(r, RecordError)]
+        swallowed = [o.line for o, r in items if "an unclosed quote" in str(r)]
+        if swallowed:  # csv.reader reads a quote open at the end of the file as one cell;
+            # groundscope reports that row (the file's last) and reads its lines again
+            assert swallowed[0] == last_start, text
+            got = [g for g in got if g[0] < last_start]
+            expected = [e for e in expected if e[0] < last_start]
         assert got == expected, text

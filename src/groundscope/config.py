@@ -39,7 +39,14 @@ from groundscope.constants import EvalTypeName, JudgeStrategyName, ModelAPI
 from groundscope.dataset.readers import DEFAULT_MAX_RECORD_BYTES
 from groundscope.errors import ConfigError
 from groundscope.media import DEFAULT_MAX_PIXELS
-from groundscope.redaction import redact_url, url_secrets
+from groundscope.redaction import (
+    Redactor,
+    mask_secret_fields,
+    redact_strings,
+    redact_url,
+    secret_field_values,
+    url_secrets,
+)
 
 _ENV_REF = re.compile(r"^\$(?:\{(\w+)\}|(\w+))$")
 URL_FIELDS = frozenset({"api_url"})  # fields whose URL may carry credentials (redaction.py)
@@ -141,7 +148,7 @@ class JudgeModel(_Strict):
     @field_validator("generation_config")
     @classmethod
     def _storable(cls, v: dict[str, Any]) -> dict[str, Any]:
-        return check_json_value(v)
+        return check_generation_config(v)
 
 
 GroundingMetric = Literal["grounding", "completeness", "consistency"]
@@ -295,7 +302,7 @@ class TaskConfig(_Strict):
     @field_validator("generation_config")
     @classmethod
     def _storable(cls, v: dict[str, Any]) -> dict[str, Any]:
-        return check_json_value(v)
+        return check_generation_config(v)
 
     @property
     def model_name(self) -> str:
@@ -335,16 +342,41 @@ def _leaves(value: Any, here: FieldPath, url: bool) -> Iterator[tuple[FieldPath,
 
 
 def secret_values(model: BaseModel) -> list[str]:
-    """Every secret value in ``model``: keys (after ``$NAME`` expansion) and URL credentials."""
+    """Every secret value in ``model``: keys (after ``$NAME`` expansion), URL credentials and
+    the values under secret-looking keys of its generation configs."""
     found: list[str] = []
     for _, value in secret_fields(model):
         found += [value.get_secret_value()] if isinstance(value, SecretStr) else url_secrets(value)
+    for block in _generation_configs(model.model_dump(mode="json")):  # e.g. a header's token
+        found += secret_field_values(block)
     return [s for s in found if s and s != "EMPTY"]
+
+
+def _generation_configs(data: Any) -> Iterator[Any]:
+    """Every ``generation_config`` block in dumped config data (the model's, each judge's)."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield from [value] if key == "generation_config" else _generation_configs(value)
+    elif isinstance(data, list):
+        for value in data:
+            yield from _generation_configs(value)
+
+
+def _mask_generation_configs(data: Any) -> Any:
+    """``data`` with :func:`~groundscope.redaction.mask_secret_fields` applied to every
+    ``generation_config`` block in it."""
+    if isinstance(data, dict):
+        return {k: mask_secret_fields(v) if k == "generation_config" else _mask_generation_configs(v)
+                for k, v in data.items()}
+    if isinstance(data, list):
+        return [_mask_generation_configs(v) for v in data]
+    return data
 
 
 def redacted(model: BaseModel) -> dict[str, Any]:
     """``model`` as JSON-able data: each key as ``***`` (or the ``$NAME`` it came from), each
-    URL without its credentials (``redaction.redact_url``)."""
+    URL without its credentials (``redaction.redact_url``), secret-looking generation
+    settings as ``***`` and every known secret hidden from every string."""
     data = model.model_dump(mode="json")
     for path, value in secret_fields(model):
         parent = data
@@ -354,7 +386,22 @@ def redacted(model: BaseModel) -> dict[str, Any]:
             parent[path[-1]] = getattr(value, "ref", None) or "***"
         else:
             parent[path[-1]] = redact_url(value)
-    return data
+    # secret-looking keys in generation configs (headers, tokens) are masked whole, and every
+    # known secret is hidden from every string, whatever key it sits under
+    return redact_strings(_mask_generation_configs(data), Redactor(secret_values(model)))
+
+
+def check_generation_config(v: dict[str, Any]) -> dict[str, Any]:
+    """A ``generation_config`` that can be stored and sent: JSON values, and none of the
+    OpenAI SDK's request options that are not body fields (``extra_headers``,
+    ``extra_query``): they would go out inside the JSON body, not as headers or query.
+    ``extra_body`` is honoured (its keys are merged into the request body)."""
+    for key in ("extra_headers", "extra_query"):
+        if key in v:
+            raise ValueError(f"{key} is not supported (it is an HTTP request option, not a "
+                             "generation setting); give the endpoint's key as api_key "
+                             "and its query in api_url")
+    return check_json_value(v)
 
 
 def _did_you_mean(word: str, choices: Any) -> str:

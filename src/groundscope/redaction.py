@@ -33,7 +33,8 @@ from __future__ import annotations
 import base64
 import functools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 MASK = "***"
@@ -260,3 +261,52 @@ class Redactor:
 
     def redact_optional(self, text: str | None) -> str | None:
         return None if text is None else self.redact(text)
+
+
+# ---------------------------------------------------------------- structured values
+
+SECRET_FIELD = re.compile(r"api[-_]?key|token|secret|passw(?:or)?d|authorization|cookie|credential",
+                          re.IGNORECASE)
+
+
+def mask_secret_fields(value: Any) -> Any:
+    """``value`` (JSON-like data) with every string under a secret-looking key (``api_key``,
+    ``X-Api-Key``, ``Authorization``, ``access_token``, ``password`` ...; :data:`SECRET_FIELD`),
+    at any depth, as ``***``. Numbers stay (``max_tokens: 512`` is not a secret).
+
+    >>> mask_secret_fields({"extra_headers": {"X-Api-Key": "k1"}, "max_tokens": 9, "user": "u"})
+    {'extra_headers': {'X-Api-Key': '***'}, 'max_tokens': 9, 'user': 'u'}
+    """
+    return _walk(value, False)
+
+
+def secret_field_values(value: Any) -> list[str]:
+    """The strings :func:`mask_secret_fields` would mask (secrets to redact from texts)."""
+    found: list[str] = []
+    _walk(value, False, found)
+    return found
+
+
+def _walk(value: Any, secret: bool, found: list[str] | None = None) -> Any:
+    if isinstance(value, str):
+        if secret and found is not None:
+            found.append(value)
+        return MASK if secret else value
+    if isinstance(value, Mapping):
+        return {k: _walk(v, secret or (isinstance(k, str) and bool(SECRET_FIELD.search(k))), found)
+                for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_walk(v, secret, found) for v in value]
+    return value
+
+
+def redact_strings(value: Any, redactor: Redactor) -> Any:
+    """``value`` (JSON-like data) with ``redactor`` run over every string in it, keys included."""
+    if isinstance(value, str):
+        return redactor.redact(value)
+    if isinstance(value, Mapping):
+        return {(redactor.redact(k) if isinstance(k, str) else k): redact_strings(v, redactor)
+                for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_strings(v, redactor) for v in value]
+    return value

@@ -10,6 +10,11 @@ inline, as EvalScope does. The URL comes from a dataset, so the download is boun
 - redirects: at most :data:`MAX_REDIRECTS`, each to http(s), never from https to http.
 - what is sent: a plain GET, none of the endpoint's headers (its API key never goes to a
   media host), no cookies kept.
+- where: never a link-local (``169.254.169.254``, the cloud metadata address; ``fe80::``),
+  multicast, unspecified (``0.0.0.0``) or reserved address, for the URL's host and every
+  redirect's, whether written as an address or resolved from a name (each resolved address
+  is checked, the one connected to among them). Loopback and private addresses stay
+  allowed: local dev media servers (and the tests) live there.
 - what comes back: a 200 whose bytes are audio by their magic numbers, wav or mp3
   (``media.fetched_audio_format``); the format sent is what the bytes are.
 
@@ -24,11 +29,14 @@ messages are shown without credentials (``media.describe``).
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import socket
 from collections import OrderedDict
 from collections.abc import Sequence
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
+from aiohttp.abc import ResolveResult
 
 from groundscope import media
 from groundscope.client.http_errors import truncate
@@ -112,16 +120,19 @@ class MediaFetcher:
     async def _fetch_new(self, ref: MediaRef) -> bytes:
         shown = f"audio URL {media.describe(ref)}"
         self.downloads += 1
+        secrets = url_secrets(str(ref.source))  # and each redirect's: hidden in error texts
         try:
             async with asyncio.timeout(self.timeout):
-                data = await self._download(str(ref.source), shown)
+                data = await self._download(str(ref.source), shown, secrets)
+        except MediaFetchError as exc:  # may quote the media host's reason phrase
+            raise MediaFetchError(truncate(Redactor(secrets).redact(str(exc)))) from None
         except TimeoutError:  # the whole fetch, or a stall (aiohttp's socket timeouts)
             stall = min(STALL_S, self.timeout)
             limits = f"{self.timeout:g}s (--timeout)" + (
                 f", or {stall:g}s without data" if stall < self.timeout else "")
             raise MediaFetchError(f"{shown}: timed out after {limits}") from None
         except aiohttp.ClientError as exc:  # may quote the URL: its credentials are hidden
-            what = Redactor(url_secrets(str(ref.source))).redact(f"{type(exc).__name__}: {exc}")
+            what = Redactor(secrets).redact(f"{type(exc).__name__}: {exc}")
             raise MediaFetchError(f"{shown}: cannot fetch it ({truncate(what)})") from None
         try:
             media.fetched_audio_format(ref, data)
@@ -129,12 +140,14 @@ class MediaFetcher:
             raise MediaFetchError(f"audio URL {exc}") from None
         return data
 
-    async def _download(self, url: str, shown: str) -> bytes:
+    async def _download(self, url: str, shown: str, secrets: list[str]) -> bytes:
         session = self._ensure_session()
         for _ in range(MAX_REDIRECTS + 1):
+            check_host(urlsplit(url).hostname or "", shown)
             async with session.get(url, allow_redirects=False) as resp:
                 if resp.status in _REDIRECTS:
                     url = redirect_target(url, resp.headers.get("Location"), shown)
+                    secrets += url_secrets(url)
                     continue
                 if resp.status != 200:
                     raise MediaFetchError(f"{shown}: HTTP {resp.status} {truncate(resp.reason or '')}"
@@ -149,7 +162,8 @@ class MediaFetcher:
         if session is None or session.closed or self._loop is not loop:
             stall = min(STALL_S, self.timeout)
             session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=8, ttl_dns_cache=300),
+                connector=aiohttp.TCPConnector(limit=8, ttl_dns_cache=300,
+                                               resolver=CheckedResolver()),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=stall, sock_read=stall),
                 headers={"Accept": "audio/wav, audio/mpeg, audio/*;q=0.9, */*;q=0.1"},
                 cookie_jar=aiohttp.DummyCookieJar(),
@@ -184,3 +198,43 @@ def redirect_target(url: str, location: str | None, shown: str) -> str:
         raise MediaFetchError(f"{shown}: redirected from https to plain http "
                               f"({redact_url(target)}), not followed")
     return target
+
+
+def refused_address(address: str) -> str | None:
+    """Why a media fetch may not connect to ``address`` (an IP), or None when it may."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])  # fe80::1%eth0
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.is_loopback:  # ::1 is inside the reserved ::/8
+        return None
+    for kind in ("link_local", "multicast", "unspecified", "reserved"):
+        if getattr(ip, f"is_{kind}"):
+            return f"{ip} is a {kind.replace('_', '-')} address"
+    return None
+
+
+def check_host(host: str, shown: str) -> None:
+    """A MediaFetchError naming ``shown`` when ``host`` is an IP address not to fetch from."""
+    why = refused_address(host.strip("[]"))
+    if why is not None:
+        raise MediaFetchError(f"{shown}: refused: {why}")
+
+
+class CheckedResolver(aiohttp.ThreadedResolver):
+    """aiohttp's resolver, refusing a name that resolves to an address not to fetch from
+    (:func:`refused_address`): checks the addresses actually connected to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    async def resolve(self, host: str, port: int = 0,
+                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+        found = await super().resolve(host, port, family)
+        for entry in found:
+            why = refused_address(entry["host"])
+            if why is not None:
+                raise MediaFetchError(f"audio URL host {host!r}: refused: {why}")
+        return found

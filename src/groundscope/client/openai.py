@@ -116,6 +116,9 @@ def build_body(
     ``stream`` key (non-streaming is the API's default; EvalScope sends none either)."""
     body: dict[str, Any] = {"model": model, "messages": wire_messages(messages, fetched)}
     body.update(effective_config(generation_config))
+    extra = body.pop("extra_body", None)  # the OpenAI SDK's extra_body: merged into the body
+    if isinstance(extra, Mapping):
+        body.update((k, v) for k, v in extra.items() if k not in _RESERVED_KEYS)
     return body
 
 

@@ -12,6 +12,10 @@ record, never the end of the run. A file that cannot be read at all raises
   a quoted cell may span lines). Lines end with ``\\n``, ``\\r\\n`` or ``\\r``; a UTF-8 BOM
   is dropped. A row with bytes that are not UTF-8, a NUL, more cells than the header has
   columns, or that the csv module cannot parse is a bad record; missing cells are absent.
+  A quoted cell may span at most :data:`MAX_ROW_LINES` physical lines: a row whose quote is
+  still open after that many lines, or at the end of the file, is one bad record for its
+  first line ("an unclosed quote at line L swallowed lines L..M"), and reading resumes at
+  line L+1, so one stray ``"`` costs one row, never the rest of the file.
 - parquet: one record per row (``line`` is the 1-based row number); binary columns stay
   ``bytes`` and HF media features arrive as ``{"bytes", "path"}`` dicts; nulls are absent.
   A value Python cannot represent (a date out of range, say) makes its row a bad record
@@ -27,6 +31,7 @@ from __future__ import annotations
 import csv
 import re
 import sys
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -41,6 +46,7 @@ __all__ = ["DEFAULT_MAX_RECORD_BYTES", "SUPPORTED_EXTENSIONS", "check_readable",
 
 SUPPORTED_EXTENSIONS = (".jsonl", ".csv", ".tsv", ".parquet")
 DEFAULT_MAX_RECORD_BYTES = 64 << 20
+MAX_ROW_LINES = 100  # physical lines one TSV / CSV row (a quoted cell) may span
 
 Item = tuple[Origin, dict[str, Any] | RecordError]
 
@@ -180,6 +186,10 @@ class _TooLong(Exception):
     """A TSV / CSV row went past ``max_record_bytes``."""
 
 
+class _Swallowed(Exception):
+    """A TSV / CSV row went past :data:`MAX_ROW_LINES` physical lines (an unclosed quote)."""
+
+
 class _Rows:
     """The physical lines of a TSV / CSV file as text, for ``csv.reader``, counting lines.
 
@@ -193,23 +203,47 @@ class _Rows:
         self._lines = _lines(handle, limit, split_cr=True)
         self.limit = limit
         self.line = 0  # physical lines handed out
+        self.ended = False  # the file ended inside the current row (an open quote)
         self._size = 0
+        self._row: list[str] = []  # the current row's lines (at most MAX_ROW_LINES)
+        self._replay: deque[str] = deque()
 
     def start(self) -> int:
         """Begin a row; its first line number."""
         self._size = 0
+        self._row = []
+        self.ended = False
         return self.line + 1
+
+    def resume_after(self, start: int) -> None:
+        """Hand out again the lines after ``start`` (the first line of the current row)."""
+        self._replay.extendleft(reversed(self._row[1:]))
+        self.line = start
 
     def __iter__(self) -> _Rows:
         return self
 
     def __next__(self) -> str:
-        raw = next(self._lines)
+        if self._replay:
+            text = self._replay.popleft()
+            raw_size = len(text.encode("utf-8", "surrogateescape"))
+        else:
+            try:
+                raw = next(self._lines)
+            except StopIteration:
+                self.ended = True
+                raise
+            raw_size = self.limit + 1 if raw is None else len(raw)
+            text = "" if raw is None else raw.decode("utf-8", "surrogateescape")
         self.line += 1
-        self._size += self.limit + 1 if raw is None else len(raw)
+        self._size += raw_size
         if self._size > self.limit:
+            self._row = []
             raise _TooLong
-        return raw.decode("utf-8", "surrogateescape")  # type: ignore[union-attr]
+        self._row.append(text)
+        if len(self._row) > MAX_ROW_LINES:
+            raise _Swallowed
+        return text
 
 
 def _header(rows: _Rows, path: Path, delimiter: str) -> list[str] | None:
@@ -258,6 +292,17 @@ def _iter_delimited(path: Path, delimiter: str, limit: int) -> Iterator[Item]:
                 continue
             except csv.Error as exc:
                 yield Origin(path, start), RecordError(path, start, "<row>", f"unreadable row ({exc})")
+                continue
+            except _Swallowed:
+                cells = None
+            if (cells is None and not rows.ended) or (rows.ended and rows.line > start):
+                # an open quote ran past MAX_ROW_LINES lines or to the end of the file
+                problem = (f"an unclosed quote at line {start} swallowed lines {start}..{rows.line}"
+                           f"{' (the end of the file)' if rows.ended else ''}; the row is "
+                           f"skipped and reading resumes at line {start + 1}")
+                yield Origin(path, start), RecordError(path, start, "<row>", problem)
+                rows.resume_after(start)
+                reader = csv.reader(rows, delimiter=delimiter)
                 continue
             if cells is None:
                 return
