@@ -172,20 +172,20 @@ class Runner:
         for run in self.datasets:
             seen: dict[str, str] = {}  # ids are unique per subset (its outputs are its own)
             current = None
-            for subset, item in iter_samples(self.cfg, run, strict=self.cfg.strict):
+            for subset, loaded in iter_samples(self.cfg, run, strict=self.cfg.strict):
                 if subset != current:
                     current, seen = subset, {}
-                if isinstance(item, RecordError):
-                    self._skip(run, subset, str(item))
+                if isinstance(loaded, RecordError):
+                    self._skip(run, subset, str(loaded))
                     continue
-                self._side.loaded(item)
-                first = seen.setdefault(item.id, str(item.origin))
-                if first != str(item.origin):
-                    self._skip(run, subset, f"{item.origin}: id: duplicate sample id {item.id!r} "
+                self._side.loaded(loaded)
+                first = seen.setdefault(loaded.id, str(loaded.origin))
+                if first != str(loaded.origin):
+                    self._skip(run, subset, f"{loaded.origin}: id: duplicate sample id {loaded.id!r} "
                                             f"(first at {first})")
                     continue
                 for repeat in range(self.cfg.repeats):
-                    yield Item(run, subset, item, repeat)
+                    yield Item(run, subset, loaded, repeat)
 
     def _skip(self, run: DatasetRun, subset: str, problem: str) -> None:
         run.summary.skipped += 1
