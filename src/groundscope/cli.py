@@ -161,6 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("run_dir")
     score.add_argument("--judge", type=_json_object, default=None,
                        help="JSON judge config (its api_key is not saved in the run)")
+    score.add_argument("--judge-key-env", dest="judge_key_env", metavar="NAME", action="append",
+                       default=[], help="expand the saved judge key reference $NAME from this "
+                       "environment (repeatable; a run directory's config is untrusted: no other "
+                       "variable is ever read)")
     report = sub.add_parser("report", help="rebuild table, JSON and HTML from a run directory; "
                             "with several, compare them")
     report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
@@ -272,7 +276,7 @@ def _cmd_score(ns: argparse.Namespace) -> int:
     from groundscope.report.table import render_summary
     from groundscope.rescore import rescore_run
 
-    report = rescore_run(ns.run_dir, judge=ns.judge)
+    report = rescore_run(ns.run_dir, judge=ns.judge, key_env=ns.judge_key_env)
     print(report.table())
     print(render_summary(report.datasets))
     return 0

@@ -43,7 +43,7 @@ import yaml
 
 from groundscope.compat import default_model_id
 from groundscope.errors import ConfigError, StoreError
-from groundscope.fileio import atomic_write, fsync_dir, write_error
+from groundscope.fileio import atomic_write, check_no_symlink_dirs, fsync_dir, write_error
 from groundscope.jsonl import Shard, read_jsonl
 from groundscope.media import describe
 from groundscope.rundir import RUN_MARKER, check_fresh_run_dir, resume_target
@@ -301,7 +301,9 @@ class RunStore:
         path = self._paths.get((kind, dataset, subset))
         if path is None:  # built once: this is on the per-sample path
             name = subset_file_name(dataset, subset)
-            path = self._paths[(kind, dataset, subset)] = self.run_dir / kind / self.model_dir / name
+            path = self.run_dir / kind / self.model_dir / name
+            check_no_symlink_dirs(self.run_dir, path)  # a run directory is untrusted input
+            self._paths[(kind, dataset, subset)] = path
         return path
 
     def predictions_file(self, dataset: str, subset: str) -> Path:
@@ -312,11 +314,15 @@ class RunStore:
 
     def report_file(self, dataset: str) -> Path:
         """groundscope's report of ``dataset``."""
-        return self.run_dir / "reports" / self.model_dir / f"{safe_name(dataset)}{REPORT_SUFFIX}"
+        path = self.run_dir / "reports" / self.model_dir / f"{safe_name(dataset)}{REPORT_SUFFIX}"
+        check_no_symlink_dirs(self.run_dir, path)
+        return path
 
     def evalscope_report_file(self, dataset: str) -> Path:
         """The report of ``dataset`` in EvalScope's schema, where EvalScope writes it."""
-        return self.run_dir / "reports" / self.model_dir / f"{safe_name(dataset)}.json"
+        path = self.run_dir / "reports" / self.model_dir / f"{safe_name(dataset)}.json"
+        check_no_symlink_dirs(self.run_dir, path)
+        return path
 
     @property
     def log_file(self) -> Path:
@@ -334,6 +340,7 @@ class RunStore:
         model_id = redacted.get("model_id") or default_model_id(str(redacted.get("model") or ""))
         text = yaml.safe_dump({**redacted, "model_id": model_id}, allow_unicode=True,
                               default_flow_style=False)
+        check_no_symlink_dirs(self.run_dir, self.run_dir / "configs" / "task_config.yaml")
         atomic_write(self.run_dir / "configs" / "task_config.yaml", text.encode(),
                      hint=self.resume_hint)
 

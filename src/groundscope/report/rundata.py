@@ -21,7 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from groundscope.bounds import MAX_RUN_FILE_BYTES
 from groundscope.compat import default_model_id
+from groundscope.errors import StoreError
+from groundscope.fileio import read_regular
 from groundscope.jsonl import read_jsonl
 from groundscope.report.model import DatasetReport
 from groundscope.rundir import read_run_config
@@ -153,6 +158,19 @@ def report_files(folder: Path, schema_version: int) -> list[Path]:
     return sorted(folder.glob(f"*{REPORT_SUFFIX}" if schema_version >= 2 else "*.json"))
 
 
+def _read_report(path: Path) -> DatasetReport:
+    """One saved report, bounded (``MAX_RUN_FILE_BYTES``), a regular file, checked."""
+    raw = read_regular(path, MAX_RUN_FILE_BYTES)
+    if len(raw) > MAX_RUN_FILE_BYTES:
+        raise StoreError(f"{path}: over {MAX_RUN_FILE_BYTES} bytes; refused")
+    try:
+        return DatasetReport.model_validate_json(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "report"
+        raise StoreError(f"{path}: {where}: {err['msg']}") from None
+
+
 def load_run(run_dir: str | Path) -> RunData:
     """Read a run directory's config, reports and skipped records (samples are streamed)."""
     root = Path(run_dir)
@@ -165,8 +183,7 @@ def load_run(run_dir: str | Path) -> RunData:
     run = RunData(root, config, model, model_dir)
     order = {name: i for i, name in enumerate(config.get("datasets") or [])}
     version = config.get("schema_version")
-    reports = [DatasetReport.model_validate_json(p.read_bytes())
-               for p in report_files(root / "reports" / model_dir,
+    reports = [_read_report(p) for p in report_files(root / "reports" / model_dir,
                                      version if isinstance(version, int) else 1)]
     run.reports = sorted(reports, key=lambda r: (order.get(r.dataset, len(order)), r.dataset))
     skipped = root / "skipped.jsonl"
