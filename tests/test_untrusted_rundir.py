@@ -230,3 +230,58 @@ def test_a_planted_temporary_file_symlink_is_replaced_not_followed(judged: Path,
 
     atomic_write(report, report.read_bytes())
     assert victim.read_text() == "IMPORTANT\n"
+
+
+# ------------------------------------------------------------------ H2: media roots
+def _craft_media(run: Path, media: str, origin: str | None) -> None:
+    """Point the first saved image part at ``media`` (and the sample's origin elsewhere)."""
+    for path in sorted(model_dir(run).glob("*.jsonl")):
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line]
+        for row in rows:
+            for msg in row["sample"]["messages"]:
+                parts = msg["content"] if isinstance(msg["content"], list) else []
+                for part in parts:
+                    if part["type"] != "text":
+                        part["media"] = media
+                        if origin is not None:
+                            row["sample"]["origin"] = origin
+                        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+                        return
+    raise AssertionError("no saved media part")
+
+
+@pytest.fixture(scope="module")
+def secret_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from media_fixtures import image_bytes
+
+    folder = tmp_path_factory.mktemp("private")
+    (folder / "secret.jpg").write_bytes(image_bytes(color="blue", size=(40, 30)))
+    return folder
+
+
+def _embedded(run: Path, cwd: Path, *extra: str) -> int:
+    proc = run_cli(["report", str(run), *extra], cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    return (run / "report.html").read_text().count("data:image/")
+
+
+def test_a_saved_origin_never_becomes_a_media_root(judged: Path, secret_dir: Path, data: Path,
+                                                   tmp_path: Path) -> None:
+    run = copy_run(judged, tmp_path)
+    before = _embedded(run, data)  # the dataset's folder is the working directory
+    assert before > 0
+    _craft_media(run, "secret.jpg", f"{secret_dir}/data.jsonl:1")
+    assert _embedded(run, data) == before  # no blob more: the secret
+
+
+def test_recorded_roots_outside_cwd_and_work_dir_are_dropped(judged: Path, secret_dir: Path,
+                                                             data: Path, tmp_path: Path) -> None:
+    run = copy_run(judged, tmp_path)
+    assert _embedded(run, tmp_path) == 0  # the dataset's folder is elsewhere: not honoured
+    before = _embedded(run, tmp_path, "--media-root", str(data))  # unless named now
+    assert before > 0
+    config = json.loads((run / "config.json").read_text())
+    config["allowed_media_roots"] = [*config["allowed_media_roots"], str(secret_dir), "/"]
+    (run / "config.json").write_text(json.dumps(config))
+    _craft_media(run, str(secret_dir / "secret.jpg"), None)
+    assert _embedded(run, tmp_path, "--media-root", str(data)) == before  # no blob more: the secret

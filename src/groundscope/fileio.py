@@ -119,5 +119,10 @@ def create_fresh(path: Path) -> BinaryIO:
 def read_regular(path: Path, cap: int) -> bytes:
     """At most ``cap + 1`` bytes of a run directory's file opened as :func:`open_regular`
     does (the caller says what more than ``cap`` bytes means)."""
-    with open_regular(path) as fh:
-        return fh.read(cap + 1)
+    chunks: list[bytes] = []
+    left = cap + 1
+    with open_regular(path) as fh:  # a block at a time: read(n) would allocate n bytes at once
+        while left > 0 and (chunk := fh.read(min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    return b"".join(chunks)

@@ -19,7 +19,7 @@ from typing import Any
 from groundscope.config import TaskConfig, load_config
 from groundscope.errors import one_error
 from groundscope.jsonl import read_jsonl
-from groundscope.media import media_roots_in_force
+from groundscope.media import chosen_media_roots, media_roots, media_roots_in_force
 from groundscope.metrics import category_of
 from groundscope.pipeline import Hooks, Saved, evaluate_sample, finish_groups, record_score
 from groundscope.plan import DatasetRun, plan_scoring
@@ -111,7 +111,8 @@ async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescor
                        key_env: Iterable[str] | None = None) -> Report:
     cfg = load_run_config(run_dir, judge, key_env)
     config = read_run_config(run_dir)
-    with media_roots_in_force(saved_media_roots(config)):  # the run's, never this cwd
+    # the run's honoured roots and --media-root given now, never this cwd
+    with media_roots_in_force((*saved_media_roots(config, run_dir), *chosen_media_roots())):
         return await _process_run_in_roots(run_dir, cfg, rescore=rescore)
 
 
@@ -228,7 +229,7 @@ async def _rescore_subset(store: RunStore, run: DatasetRun, subset: str,
     slots = asyncio.Semaphore(concurrency)
 
     async def one(row: dict[str, Any]) -> None:
-        sample = sample_from_json(row, run.name, subset)
+        sample = sample_from_json(row, run.name, subset, media_roots())
         hooks = Hooks(score_slot=slots, on_score=partial(record_score, store, run, sample))
         await evaluate_sample(sample, int(row.get("repeat", 0)), run.scorers, client=None,
                               saved=Saved(row), redact=redact, hooks=hooks)

@@ -73,13 +73,47 @@ REPORT_SUFFIX = ".groundscope.json"  # groundscope's report; <dataset>.json is E
 _UNSAFE = re.compile(r"[^\w.\-]+")
 
 
-def saved_media_roots(config: Mapping[str, Any]) -> tuple[str, ...]:
-    """The media roots a run recorded in its config.json (none for a run made before they
-    were recorded: then only each dataset file's own folder is allowed)."""
+def saved_media_roots(config: Mapping[str, Any], run_dir: Path | None = None) -> tuple[str, ...]:
+    """The media roots a run recorded in its config.json that ``score`` / ``report`` honour
+    (none for a run made before they were recorded).
+
+    A run directory is untrusted input: a recorded root is honoured only when it lies inside
+    this process's working directory or the run directory's parent (its work directory),
+    and is not a file-system root; a root named elsewhere (``/``, a home, ``/etc``) is
+    dropped."""
     roots = config.get(MEDIA_ROOTS_KEY)
     if not isinstance(roots, list):
         return ()
-    return tuple(r for r in roots if isinstance(r, str) and r)
+    bounds = [os.path.realpath(os.getcwd())]
+    if run_dir is not None:
+        bounds.append(os.path.realpath(Path(run_dir).parent))
+    out = []
+    for r in roots:
+        if not isinstance(r, str) or not r or not os.path.isabs(r):
+            continue
+        real = os.path.realpath(r)
+        if real != os.path.dirname(real) and any(_within(real, b) for b in bounds):
+            out.append(r)
+    return tuple(out)
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def origin_dir(origin: Any, roots: Iterable[str]) -> Path | None:
+    """The folder of a saved sample's ``origin`` (``path:line``), a base for its relative
+    media paths, only when it lies inside one of ``roots`` (the honoured recorded roots):
+    a predictions line never widens what may be read."""
+    if not isinstance(origin, str):
+        return None
+    path, _, _line = origin.rpartition(":")
+    if not path or not os.path.isabs(path):
+        return None
+    folder = os.path.realpath(os.path.dirname(path))
+    if any(_within(folder, os.path.realpath(r)) for r in roots):
+        return Path(folder)
+    return None
 
 
 def safe_name(name: str) -> str:
@@ -150,14 +184,17 @@ def _message_from_json(row: Mapping[str, Any], base_dir: Path | None = None) -> 
     return Message(row["role"], tuple(parts), **tools)
 
 
-def sample_from_json(row: Mapping[str, Any], dataset: str, subset: str) -> Sample:
+def sample_from_json(row: Mapping[str, Any], dataset: str, subset: str,
+                     roots: Iterable[str] = ()) -> Sample:
     """The scoring view of a saved sample: media by description (local paths stay loadable,
-    relative to the dataset file; inline media are a content hash only)."""
+    relative to the dataset file when its folder is inside ``roots``, the run's honoured
+    media roots; inline media are a content hash only)."""
     data = row["sample"]
     path, _, line = data["origin"].rpartition(":")
+    base = origin_dir(data["origin"], roots)
     return Sample(
         id=str(row["sample_id"]), dataset=dataset, subset=subset,
-        messages=tuple(_message_from_json(m, Path(path).parent) for m in data["messages"]),
+        messages=tuple(_message_from_json(m, base) for m in data["messages"]),
         origin=Origin(Path(path), int(line) if line.isdigit() else 0),
         target=tuple(data["target"]), answer_kind=AnswerKind(data["answer_kind"]),
         choices=tuple(data["choices"]), question=data["question"], metadata=data["metadata"],

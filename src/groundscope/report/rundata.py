@@ -88,7 +88,7 @@ class RunData:
     @property
     def media_roots(self) -> tuple[str, ...]:
         """The media roots the run read under (config.json): the page embeds nothing else."""
-        return saved_media_roots(self.config)
+        return saved_media_roots(self.config, self.run_dir)
 
     def report(self, dataset: str) -> DatasetReport | None:
         return next((r for r in self.reports if r.dataset == dataset), None)
