@@ -285,3 +285,57 @@ def test_recorded_roots_outside_cwd_and_work_dir_are_dropped(judged: Path, secre
     (run / "config.json").write_text(json.dumps(config))
     _craft_media(run, str(secret_dir / "secret.jpg"), None)
     assert _embedded(run, tmp_path, "--media-root", str(data)) == before  # no blob more: the secret
+
+
+# ------------------------------------------------------------------ M4: crafted fields
+def _set(field: str, value: object):
+    def change(row: dict) -> object:
+        row[field] = value
+        return row
+    return change
+
+
+def _drop(field: str):
+    def change(row: dict) -> object:
+        del row[field]
+        return row
+    return change
+
+
+FUZZ = {
+    "p_repeat_str": ("predictions", _set("repeat", "a"), "repeat"),
+    "p_sample_none": ("predictions", _set("sample", None), "sample"),
+    "p_list_line": ("predictions", lambda row: [row], "not a JSON object"),
+    "p_no_sample_id": ("predictions", _drop("sample_id"), "sample_id"),
+    "p_status_bad": ("predictions", _set("status", "weird"), "status"),
+    "v_list_line": ("reviews", lambda row: [row], "not a JSON object"),
+    "v_values_str": ("reviews", _set("values", "abc"), "values"),
+    "v_value_str": ("reviews", _set("values", {"bleu-1": "x"}), "values"),
+    "v_status_bad": ("reviews", _set("status", "weird"), "status"),
+    "v_no_sample_id": ("reviews", _drop("sample_id"), "sample_id"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FUZZ))
+@pytest.mark.parametrize("command", ["report", "score"])
+def test_a_crafted_row_is_one_line_naming_file_line_field(judged: Path, tmp_path: Path,
+                                                          case: str, command: str) -> None:
+    kind, change, field = FUZZ[case]
+    if command == "score" and kind == "reviews":
+        pytest.skip("score writes new reviews; it never reads the saved ones")
+    run = copy_run(judged, tmp_path)
+    path = first_file(run / kind / model_dir(run).name)
+    lines = path.read_text().splitlines()
+    lines[1] = json.dumps(change(json.loads(lines[1])))
+    path.write_text("\n".join(lines) + "\n")
+    line = one_line_error(run_cli([command, str(run)], cwd=tmp_path))
+    assert f"{path}:2: " in line and field in line, line
+
+
+def test_a_crafted_config_dataset_args_list_is_one_line(judged: Path, tmp_path: Path) -> None:
+    run = copy_run(judged, tmp_path)
+    config = json.loads((run / "config.json").read_text())
+    config["dataset_args"] = [1]
+    (run / "config.json").write_text(json.dumps(config))
+    for command in ("report", "score"):
+        assert "dataset_args" in one_line_error(run_cli([command, str(run)], cwd=tmp_path))

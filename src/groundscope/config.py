@@ -394,7 +394,8 @@ def load_config(source: TaskConfig | Mapping[str, Any] | str | Path) -> TaskConf
         raise ConfigError(f"cannot build a TaskConfig from {type(source).__name__}")
     data = compat.translate_task_config(data)
     _check_keys(data, TaskConfig, "config")
-    for name, args in (data.get("dataset_args") or {}).items():
+    all_args = data.get("dataset_args")
+    for name, args in (all_args.items() if isinstance(all_args, Mapping) else ()):
         if isinstance(args, Mapping):
             _check_keys(args, DatasetArgs, f"dataset_args.{name}")
     if isinstance(data.get("judge"), Mapping):

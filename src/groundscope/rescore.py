@@ -18,7 +18,6 @@ from typing import Any
 
 from groundscope.config import TaskConfig, load_config
 from groundscope.errors import one_error
-from groundscope.jsonl import read_jsonl
 from groundscope.media import chosen_media_roots, media_roots, media_roots_in_force
 from groundscope.metrics import category_of
 from groundscope.pipeline import Hooks, Saved, evaluate_sample, finish_groups, record_score
@@ -26,6 +25,7 @@ from groundscope.plan import DatasetRun, plan_scoring
 from groundscope.redaction import Redactor
 from groundscope.report.build import build_dataset_report, write_page
 from groundscope.report.model import DatasetReport, Report, Summary
+from groundscope.rows import read_rows
 from groundscope.rundir import read_run_config
 from groundscope.scoring import ScoringContext, scorer_keys
 from groundscope.scoring.groups import GROUP_REQUEST_HASH
@@ -90,7 +90,7 @@ def _skipped_counts(run_dir: Path) -> dict[str, int]:
     path = run_dir / "skipped.jsonl"
     counts: dict[str, int] = {}
     if path.exists():
-        for row in read_jsonl(path):
+        for row in read_rows(path, "skipped"):
             counts[row["dataset"]] = counts.get(row["dataset"], 0) + 1
     return counts
 

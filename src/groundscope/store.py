@@ -44,8 +44,9 @@ import yaml
 from groundscope.compat import default_model_id
 from groundscope.errors import ConfigError, StoreError
 from groundscope.fileio import atomic_write, check_no_symlink_dirs, fsync_dir, write_error
-from groundscope.jsonl import Shard, read_jsonl
+from groundscope.jsonl import Shard
 from groundscope.media import describe
+from groundscope.rows import read_rows
 from groundscope.rundir import RUN_MARKER, check_fresh_run_dir, resume_target
 from groundscope.runlock import lock_dir, unlock_dir
 from groundscope.types import (
@@ -69,6 +70,9 @@ from groundscope.types import (
 SCHEMA_VERSION = 1
 MEDIA_ROOTS_KEY = "allowed_media_roots"  # config.json: the real paths media were read under
 SCHEMA_VERSION = 2
+_ROW_KIND: dict[tuple[str, ...], Any] = {("sample_id", "repeat"): "prediction",
+                                         ("sample_id", "repeat", "scorer"): "review",
+                                         ("dataset", "subset", "problem"): "skipped"}
 REPORT_SUFFIX = ".groundscope.json"  # groundscope's report; <dataset>.json is EvalScope's
 _UNSAFE = re.compile(r"[^\w.\-]+")
 
@@ -388,8 +392,8 @@ class RunStore:
             if shard is None:
                 shard = self._shards[path] = Shard(path, key_fields)
                 if path.exists():
-                    for old in read_jsonl(path):
-                        shard.keys.append(hash(tuple(old[f] for f in key_fields)))
+                    for old in read_rows(path, _ROW_KIND[key_fields]):
+                        shard.keys.append(hash(tuple(old.get(f) for f in key_fields)))
             shard.append(row)
         except OSError as exc:
             raise write_error(path, exc, self.resume_hint) from None
@@ -478,20 +482,22 @@ class RunStore:
         path = self.predictions_file(dataset, subset)
         if not path.exists():
             return {}
-        return {(str(r["sample_id"]), int(r["repeat"])): r for r in read_jsonl(path)}
+        return {(str(r["sample_id"]), int(r.get("repeat", 0))): r
+                for r in read_rows(path, "prediction")}
 
     def load_reviews(self, dataset: str, subset: str) -> dict[tuple[str, int, str], dict[str, Any]]:
         path = self.reviews_file(dataset, subset)
         if not path.exists():
             return {}
-        return {(str(r["sample_id"]), int(r["repeat"]), r["scorer"]): r for r in read_jsonl(path)}
+        return {(str(r["sample_id"]), int(r.get("repeat", 0)), r["scorer"]): r
+                for r in read_rows(path, "review")}
 
     def saved_subsets(self) -> list[tuple[str, str]]:
         """(dataset, subset) pairs that have a predictions file, from their rows."""
         found: list[tuple[str, str]] = []
         folder = self.run_dir / "predictions" / self.model_dir
         for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
-            for row in read_jsonl(path):
+            for row in read_rows(path, "prediction"):
                 found.append((row["dataset"], row["subset"]))
                 break
         return found

@@ -27,8 +27,8 @@ from groundscope.bounds import MAX_RUN_FILE_BYTES
 from groundscope.compat import default_model_id
 from groundscope.errors import StoreError
 from groundscope.fileio import read_regular
-from groundscope.jsonl import read_jsonl
 from groundscope.report.model import DatasetReport
+from groundscope.rows import read_rows
 from groundscope.rundir import read_run_config
 from groundscope.store import REPORT_SUFFIX, safe_name, saved_media_roots
 
@@ -115,7 +115,7 @@ class RunData:
         folder = self.run_dir / "predictions" / self.model_dir
         found: list[tuple[str, str, Path]] = []
         for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
-            first = next(read_jsonl(path), None)
+            first = next(read_rows(path, "prediction"), None)
             if first is not None:
                 found.append((first["dataset"], first["subset"], path))
         order = {(r.dataset, s): (i, j) for i, r in enumerate(self.reports)
@@ -131,7 +131,7 @@ class RunData:
             if left is not None and left <= 0:
                 return
             latest: dict[tuple[str, int], dict[str, Any]] = {}
-            for r in read_jsonl(path):
+            for r in read_rows(path, "prediction"):
                 key = (str(r["sample_id"]), int(r.get("repeat", 0)))
                 if left is not None and key not in latest and len(latest) >= left:
                     break
@@ -139,7 +139,7 @@ class RunData:
             reviews: dict[tuple[str, int], list[dict[str, Any]]] = {}
             review_path = self.run_dir / "reviews" / self.model_dir / path.name
             if review_path.exists():
-                for row in read_jsonl(review_path):
+                for row in read_rows(review_path, "review"):
                     key = (str(row["sample_id"]), int(row.get("repeat", 0)))
                     if key in latest:
                         reviews.setdefault(key, []).append(row)
@@ -188,5 +188,5 @@ def load_run(run_dir: str | Path) -> RunData:
     run.reports = sorted(reports, key=lambda r: (order.get(r.dataset, len(order)), r.dataset))
     skipped = root / "skipped.jsonl"
     if skipped.exists():
-        run.skipped = list(read_jsonl(skipped))
+        run.skipped = list(read_rows(skipped, "skipped"))
     return run
