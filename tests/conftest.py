@@ -7,6 +7,10 @@ import os
 
 import pytest
 
+# The hostile-corpus generators are scripts (run by hand, imported by tests), not test
+# modules: --doctest-modules would otherwise import the four make_corpus.py under one name.
+collect_ignore_glob = ["bad_inputs/make_corpus.py", "untrusted/*/make_corpus.py"]
+
 
 @pytest.fixture
 def tmp_media_root(tmp_path):

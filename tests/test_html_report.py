@@ -19,13 +19,13 @@ import pytest
 
 from groundscope.config import load_config
 from groundscope.errors import RecordError
+from groundscope.jsonl import read_jsonl
 from groundscope.report.compare import compare_runs
 from groundscope.report.compare_html import write_comparison
 from groundscope.report.html import write_html
 from groundscope.run import run_task
 from groundscope.runner import iter_samples, plan_dataset
 from groundscope.simulator import SimBehaviour, SimulatorServer
-from groundscope.store import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")

@@ -153,7 +153,8 @@ def test_a_judge_key_from_the_environment_is_saved_by_name(data: Path, sim: Simu
     assert saved["api_key"] == "***"  # given as a literal: hidden
     shutil.rmtree(run / "cache")  # every judgement must be asked again
     sim.reset()
-    proc = run_cli(["score", str(run)], cwd=tmp_path, GS_JUDGE_KEY=JUDGE_KEY)
+    proc = run_cli(["score", str(run), "--judge-key-env", "GS_JUDGE_KEY"], cwd=tmp_path,
+                   GS_JUDGE_KEY=JUDGE_KEY)
     assert proc.returncode == 0, proc.stderr
     assert sim.requests() and _sent_as_bearer(sim.requests(), JUDGE_KEY)
     _assert_nowhere(tmp_path, proc.stdout, proc.stderr)

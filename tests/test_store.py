@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from groundscope.store import RunStore, read_jsonl, sample_from_json
+from groundscope.jsonl import read_jsonl
+from groundscope.store import RunStore, sample_from_json
 from groundscope.types import (
     Completion,
     MediaPart,

@@ -343,12 +343,17 @@ def test_report_html_never_embeds_a_file_outside_the_runs_roots(layout: dict[str
         (data / name).symlink_to(out / secret)
     rebuilt = run_cli("report", str(cwd / "run"), cwd=out)
     assert rebuilt.returncode == 0, rebuilt.stderr
-    assert _page_media(cwd / "run") == (0, 0, 2)
+    # (the run's recorded data/ root is outside this cwd and the run's work dir: not honoured)
+    assert _page_media(cwd / "run")[:2] == (0, 0)
     assert MARKER not in (cwd / "run" / "report.html").read_text()
-    # a run allowed --media-root OUT: its recorded roots still apply from anywhere
+    # a run allowed --media-root OUT: a recorded root outside the working directory and the
+    # run's work directory counts only when named again (a run directory is untrusted input)
     again = run_cli("report", str(cwd / "run2"), cwd=data)
     assert again.returncode == 0, again.stderr
-    assert _page_media(cwd / "run2") == (1, 1, 0)  # outside/ is a root of that run
+    assert _page_media(cwd / "run2") == (0, 0, 3)  # data/ links and outside/secret.png: refused
+    again = run_cli("report", str(cwd / "run2"), "--media-root", str(out), cwd=data)
+    assert again.returncode == 0, again.stderr
+    assert _page_media(cwd / "run2") == (1, 1, 0)  # outside/ named again: a root
 
 
 def test_score_with_a_multimodal_judge_reads_only_inside_the_runs_roots(
@@ -369,7 +374,8 @@ def test_score_with_a_multimodal_judge_reads_only_inside_the_runs_roots(
         (data / "good.jpg").symlink_to(out / "secret.png")
         shutil.rmtree(cwd / "run" / "cache")  # no cached verdict: the judge is asked again
         server.reset()
-        rescored = run_cli("score", str(cwd / "run"), cwd=out)
+        # data/ is outside this cwd and the run's work dir: honoured only when named again
+        rescored = run_cli("score", str(cwd / "run"), "--media-root", str(data), cwd=out)
         bodies = server.bodies()
     finally:
         server.stop()

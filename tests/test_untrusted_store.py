@@ -489,7 +489,22 @@ def test_quota_full_mid_run_is_a_store_error_and_resumable(
 
     cfg = {"model": MODEL, "api_url": server.base_url, "datasets": ["general_vqa"],
            "dataset_args": dataset_args(data), "work_dir": str(run_dir), "no_timestamp": True}
-    monkeypatch.setattr(Path, "open", limited_open)
+    import groundscope.fileio as fileio_mod
+    import groundscope.jsonl as jsonl_mod
+
+    real_regular, real_fresh = fileio_mod.open_regular, fileio_mod.create_fresh
+
+    def limited_regular(path: Path, flags: int = os.O_RDONLY, mode: int = 0o644) -> Any:
+        return quota.wrap(real_regular(path, flags, mode), path,
+                          "ab" if flags & os.O_APPEND else "rb")
+
+    def limited_fresh(path: Path) -> Any:
+        return quota.wrap(real_fresh(path), path, "wb")
+
+    monkeypatch.setattr(Path, "open", limited_open)  # the run's writes, at the file boundary
+    monkeypatch.setattr(jsonl_mod, "open_regular", limited_regular)
+    monkeypatch.setattr(jsonl_mod, "create_fresh", limited_fresh)
+    monkeypatch.setattr(fileio_mod, "create_fresh", limited_fresh)
     with pytest.raises(StoreError) as info:
         run_task(cfg)
     message = str(info.value)

@@ -18,6 +18,9 @@ cap                        value       what it bounds
 ``MAX_OPTIONS``            100         options of one multiple-choice record
 ``MAX_SUBSETS``            1,000       subsets of one dataset
 ``MAX_REFERENCES``         16          references an answer is compared with (consistency)
+``MAX_RUN_LINE_BYTES``     64 MiB      one line of a run directory's JSONL file (a saved
+                                       prediction, review, skipped record, cache entry)
+``MAX_RUN_FILE_BYTES``     64 MiB      one whole JSON file of a run directory (a report)
 =========================  ==========  =====================================================
 """
 
@@ -27,7 +30,8 @@ import math
 
 __all__ = [
     "MAX_CONFIG_BYTES", "MAX_CONFIG_DEPTH", "MAX_CONFIG_NODES", "MAX_JUDGE_MODELS",
-    "MAX_LIMIT", "MAX_MESSAGES", "MAX_OPTIONS", "MAX_REFERENCES", "MAX_SEED", "MAX_SUBSETS",
+    "MAX_LIMIT", "MAX_MESSAGES", "MAX_OPTIONS", "MAX_REFERENCES", "MAX_RUN_FILE_BYTES",
+    "MAX_RUN_LINE_BYTES", "MAX_SEED", "MAX_SUBSETS",
     "check_limit", "limit_count",
 ]
 
@@ -38,6 +42,8 @@ MAX_SEED = 2**32 - 1
 MAX_LIMIT = 2**53
 MAX_JUDGE_MODELS = 16
 MAX_MESSAGES = 256
+MAX_RUN_LINE_BYTES = 64 << 20
+MAX_RUN_FILE_BYTES = 64 << 20
 MAX_OPTIONS = 100
 MAX_SUBSETS = 1000
 MAX_REFERENCES = 16

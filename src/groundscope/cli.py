@@ -161,9 +161,18 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("run_dir")
     score.add_argument("--judge", type=_json_object, default=None,
                        help="JSON judge config (its api_key is not saved in the run)")
+    score.add_argument("--judge-key-env", dest="judge_key_env", metavar="NAME", action="append",
+                       default=[], help="expand the saved judge key reference $NAME from this "
+                       "environment (repeatable; a run directory's config is untrusted: no other "
+                       "variable is ever read)")
     report = sub.add_parser("report", help="rebuild table, JSON and HTML from a run directory; "
                             "with several, compare them")
     report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    for p in (score, report):
+        p.add_argument("--media-root", dest="media_roots", metavar="DIR", action="append",
+                       default=[], help="also read media under DIR (repeatable); a run's "
+                       "recorded roots count only inside the working directory or the run's "
+                       "work directory")
     report.add_argument("--out", metavar="FILE", default="comparison.html",
                         help="with several run directories: the comparison page (./comparison.html)")
     report.add_argument("--seed", type=_seed, default=0,
@@ -272,7 +281,11 @@ def _cmd_score(ns: argparse.Namespace) -> int:
     from groundscope.report.table import render_summary
     from groundscope.rescore import rescore_run
 
-    report = rescore_run(ns.run_dir, judge=ns.judge)
+    if ns.media_roots:
+        from groundscope.media import set_media_roots
+
+        set_media_roots(ns.media_roots)
+    report = rescore_run(ns.run_dir, judge=ns.judge, key_env=ns.judge_key_env)
     print(report.table())
     print(render_summary(report.datasets))
     return 0
@@ -293,6 +306,10 @@ def _cmd_report(ns: argparse.Namespace) -> int:
     from groundscope.rescore import rebuild_report
     from groundscope.terminal import visible
 
+    if ns.media_roots:
+        from groundscope.media import set_media_roots
+
+        set_media_roots(ns.media_roots)
     report = rebuild_report(ns.run_dirs[0])
     print(report.table())
     for line in (w for d in report.datasets for w in d.summary.warnings):

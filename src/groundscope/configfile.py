@@ -26,6 +26,7 @@ from typing import Any
 
 from groundscope.bounds import MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, MAX_CONFIG_NODES
 from groundscope.errors import ConfigError
+from groundscope.fileio import read_regular
 
 __all__ = ["check_json_value", "parse_json_text", "read_config_file", "read_json_file"]
 
@@ -65,7 +66,13 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 def read_json_file(path: Path) -> dict[str, Any]:
     """A JSON file holding a mapping (a run directory's ``config.json``) as a dict, within
     the bounds (a damaged or foreign file is a one-line ``ConfigError``, never a traceback)."""
-    data = parse_json_text(_read_bounded(path, "run config").decode("utf-8", "replace"), str(path))
+    try:  # a run directory is untrusted: a regular file only (no FIFO, device or symlink)
+        raw = read_regular(path, MAX_CONFIG_BYTES)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read run config: {exc.strerror or exc}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: run config is over {MAX_CONFIG_BYTES} bytes (1 MiB); refused")
+    data = parse_json_text(raw.decode("utf-8", "replace"), str(path))
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a run config must hold a mapping of keys")
     return data

@@ -10,8 +10,11 @@ system's reason (e.g. ``no space left on device``).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 from pathlib import Path
+from typing import BinaryIO
 
 from groundscope.errors import StoreError
 
@@ -51,7 +54,7 @@ def atomic_write(path: Path, data: bytes, *, hint: str = "") -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tmp.open("wb") as fh:
+        with create_fresh(tmp) as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
@@ -61,3 +64,65 @@ def atomic_write(path: Path, data: bytes, *, hint: str = "") -> None:
             tmp.unlink()
         raise write_error(path, exc, hint) from None
     fsync_dir(path.parent)
+
+
+def open_regular(path: Path, flags: int = os.O_RDONLY, mode: int = 0o644) -> BinaryIO:
+    """Open a file of a run directory (untrusted input): never through a symbolic link
+    (``O_NOFOLLOW``), never a FIFO or a device (opened non-blocking, then ``fstat``-checked).
+    ``flags`` is ``os.O_RDONLY`` (read, ``"rb"``) or includes ``os.O_APPEND`` (``"ab"``).
+    A refused file is a one-line ``StoreError``; other failures stay ``OSError``."""
+    fd = open_regular_fd(path, flags, mode)
+    return os.fdopen(fd, "ab" if flags & os.O_APPEND else "rb")
+
+
+def open_regular_fd(path: Path, flags: int, mode: int = 0o644) -> int:
+    """:func:`open_regular`'s descriptor (blocking again once checked)."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or os.path.islink(path):
+            raise StoreError(f"{path}: is a symbolic link; a run directory's files are "
+                             "never read or written through one") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise StoreError(f"{path}: not a regular file (a FIFO, device or directory); refused")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def check_no_symlink_dirs(base: Path, path: Path) -> None:
+    """Refuse ``path`` if a directory between ``base`` (trusted) and it is a symbolic link
+    (a run directory's ``predictions/<model>`` linked elsewhere); missing parts are fine."""
+    try:
+        rel = path.parent.relative_to(base)
+    except ValueError:
+        return
+    current = base
+    for part in rel.parts:
+        current = current / part
+        if current.is_symlink():
+            raise StoreError(f"{current}: is a symbolic link; a run directory's files are "
+                             "never read or written through one")
+
+
+def create_fresh(path: Path) -> BinaryIO:
+    """A new empty file at ``path`` for writing: whatever was there (a planted symlink, a
+    temporary file left by a killed run) is removed first, and the file is created with
+    ``O_EXCL | O_NOFOLLOW`` so nothing at that name is ever written through."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    return os.fdopen(fd, "wb")
+
+
+def read_regular(path: Path, cap: int) -> bytes:
+    """At most ``cap + 1`` bytes of a run directory's file opened as :func:`open_regular`
+    does (the caller says what more than ``cap`` bytes means)."""
+    chunks: list[bytes] = []
+    left = cap + 1
+    with open_regular(path) as fh:  # a block at a time: read(n) would allocate n bytes at once
+        while left > 0 and (chunk := fh.read(min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    return b"".join(chunks)

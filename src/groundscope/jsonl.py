@@ -18,8 +18,9 @@ from typing import IO, Any
 
 import orjson
 
+from groundscope.bounds import MAX_RUN_LINE_BYTES
 from groundscope.errors import StoreError
-from groundscope.fileio import fsync_dir
+from groundscope.fileio import create_fresh, fsync_dir, open_regular, open_regular_fd
 
 
 def dumps_line(obj: Any) -> bytes:
@@ -29,29 +30,57 @@ def dumps_line(obj: Any) -> bytes:
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     """Read a JSONL file written by the store; a torn (unterminated) last line is skipped."""
-    with path.open("rb") as fh:
-        for raw in fh:
+    for _, row in read_jsonl_numbered(path):
+        yield row
+
+
+def read_jsonl_numbered(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` of a run directory's JSONL file (untrusted input): only a
+    regular file, not through a symlink (``fileio.open_regular``); a line over
+    ``MAX_RUN_LINE_BYTES``, bad JSON or not an object is a one-line ``StoreError``
+    naming ``file:line``; a torn (unterminated) last line is skipped."""
+    with open_regular(path) as fh:
+        lineno = 0
+        while raw := fh.readline(MAX_RUN_LINE_BYTES + 1):
+            lineno += 1
+            if len(raw) > MAX_RUN_LINE_BYTES:
+                raise StoreError(f"{path}:{lineno}: line over {MAX_RUN_LINE_BYTES} bytes; refused")
             if not raw.endswith(b"\n"):
                 return  # torn tail from a crash mid-write
             raw = raw.strip()
             if not raw:
                 continue
             try:
-                yield orjson.loads(raw)
+                row = orjson.loads(raw)
             except orjson.JSONDecodeError as exc:
-                raise StoreError(f"{path}: corrupt line: {exc}") from None
+                raise StoreError(f"{path}:{lineno}: corrupt line: {exc}") from None
+            if not isinstance(row, dict):
+                raise StoreError(f"{path}:{lineno}: not a JSON object")
+            yield lineno, row
 
 
 def repair_tail(path: Path) -> None:
-    """Cut a torn last line (no newline) so appended lines start clean."""
-    if not path.exists() or path.stat().st_size == 0:
+    """Cut a torn last line (no newline) so appended lines start clean (the file is opened
+    as :func:`fileio.open_regular` does: never through a symlink, never a FIFO)."""
+    try:
+        fd = open_regular_fd(path, os.O_RDWR)
+    except FileNotFoundError:
         return
-    with path.open("rb+") as fh:
-        fh.seek(-1, os.SEEK_END)
-        if fh.read(1) == b"\n":
+    try:
+        end = os.fstat(fd).st_size
+        if end == 0 or os.pread(fd, 1, end - 1) == b"\n":
             return
-        data = path.read_bytes()
-        fh.truncate(data.rfind(b"\n") + 1)
+        pos = end
+        while pos > 0:  # back to the last newline, a block at a time
+            start = max(0, pos - 65536)
+            cut = os.pread(fd, pos - start, start).rfind(b"\n")
+            if cut >= 0:
+                os.ftruncate(fd, start + cut + 1)
+                return
+            pos = start
+        os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
 
 
 @dataclass
@@ -73,7 +102,7 @@ class Shard:
         if self.handle is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             repair_tail(self.path)
-            self.handle = self.path.open("ab")
+            self.handle = open_regular(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         if self.key_fields:
             self.keys.append(hash(tuple(row[f] for f in self.key_fields)))
         try:
@@ -115,7 +144,7 @@ class Shard:
             latest[key] = row
         tmp = self.path.with_suffix(".jsonl.tmp")
         try:
-            with tmp.open("wb") as fh:
+            with create_fresh(tmp) as fh:
                 for row in latest.values():
                     fh.write(dumps_line(row))
                 fh.flush()

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 from pathlib import Path
 
+from groundscope.errors import StoreError
+from groundscope.fileio import open_regular_fd
 from groundscope.redaction import Redactor
 from groundscope.terminal import VisibleFormatter
 
@@ -43,6 +46,11 @@ class RunLogFile(logging.FileHandler):
     the run's outputs say on their own when they cannot be written."""
 
     failed = False
+
+    def _open(self):  # type: ignore[no-untyped-def]
+        """Append without following a symlink planted in a run directory (nor a FIFO)."""
+        fd = open_regular_fd(Path(self.baseFilename), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        return open(fd, "a", encoding=self.encoding, errors=self.errors)
 
     def emit(self, record: logging.LogRecord) -> None:
         if not self.failed:
@@ -83,10 +91,13 @@ def configure(*, debug: bool = False, redactor: Redactor | None = None, log_file
         logger.addHandler(stream)
     if log_file is not None:
         try:
+            if log_file.parent.is_symlink():
+                raise StoreError(f"{log_file.parent}: is a symbolic link")
             log_file.parent.mkdir(parents=True, exist_ok=True)
             fh = RunLogFile(log_file, encoding="utf-8")
-        except OSError as exc:
-            print(f"groundscope: warning: {log_file}: {exc.strerror or exc}; log lines go to "
+        except (OSError, StoreError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            print(f"groundscope: warning: {log_file}: {reason}; log lines go to "
                   "the terminal only", file=sys.stderr)
         else:
             fh.setFormatter(fmt)

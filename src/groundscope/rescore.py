@@ -18,14 +18,14 @@ from typing import Any
 
 from groundscope.config import TaskConfig, load_config
 from groundscope.errors import one_error
-from groundscope.jsonl import read_jsonl
-from groundscope.media import media_roots_in_force
+from groundscope.media import chosen_media_roots, media_roots, media_roots_in_force
 from groundscope.metrics import category_of
 from groundscope.pipeline import Hooks, Saved, evaluate_sample, finish_groups, record_score
 from groundscope.plan import DatasetRun, plan_scoring
 from groundscope.redaction import Redactor
 from groundscope.report.build import build_dataset_report, write_page
 from groundscope.report.model import DatasetReport, Report, Summary
+from groundscope.rows import read_rows
 from groundscope.rundir import read_run_config
 from groundscope.scoring import ScoringContext, scorer_keys
 from groundscope.scoring.groups import GROUP_REQUEST_HASH
@@ -40,8 +40,15 @@ from groundscope.store import (
 from groundscope.types import PredictionStatus
 
 
-def load_run_config(run_dir: Path, judge: Mapping[str, Any] | None = None) -> TaskConfig:
-    """The run's saved config, with secrets dropped (and a judge config, if given, put in)."""
+def load_run_config(run_dir: Path, judge: Mapping[str, Any] | None = None,
+                    key_env: Iterable[str] | None = None) -> TaskConfig:
+    """The run's saved config, with secrets dropped (and a judge config, if given, put in).
+
+    A run directory is untrusted input: a saved judge key ``$NAME`` is expanded only when
+    the user named ``NAME`` in ``key_env`` (``score --judge-key-env NAME``); ``None`` (no
+    judge will be asked: ``report``) drops every key without a word."""
+    quiet = key_env is None
+    allowed = frozenset(key_env or ())
     data = read_run_config(run_dir)
     data.pop("schema_version", None)
     data.pop("format", None)
@@ -55,20 +62,26 @@ def load_run_config(run_dir: Path, judge: Mapping[str, Any] | None = None) -> Ta
                   ("judge.grounding", grounding.get("models", []))]
         for where, models in blocks:
             for i, m in enumerate(models):
-                m["api_key"] = _saved_key(m.get("api_key"), f"{where}.models[{i}].api_key")
+                m["api_key"] = None if quiet else _saved_key(
+                    m.get("api_key"), f"{where}.models[{i}].api_key", allowed)
     data["use_cache"] = None
     return load_config(data)
 
 
-def _saved_key(value: Any, where: str) -> str | None:
-    """A judge key as saved: a ``$NAME`` reference stays (expanded on load) if the variable
-    is set here; a hidden key (``***``) or an unset variable gives none."""
-    if not isinstance(value, str) or value == "***":
+def _saved_key(value: Any, where: str, allowed: frozenset[str]) -> str | None:
+    """A judge key as saved: a ``$NAME`` reference stays (expanded on load) if the user
+    allowed ``NAME`` and the variable is set here; anything else (a hidden key ``***``, a
+    literal, a name not allowed, an unset variable) gives none."""
+    if not isinstance(value, str) or not value.strip().startswith("$"):
         return None
     name = value.strip().lstrip("$").strip("{}")
-    if value.strip().startswith("$") and name not in os.environ:
-        logging.getLogger("groundscope").info(
-            "%s: %s is not set here; judge requests (if any) go without a key", where, value)
+    log = logging.getLogger("groundscope")
+    if name not in allowed:
+        log.warning("%s: the run names %s; judge requests go without a key "
+                    "(pass --judge-key-env %s to send it)", where, value, name)
+        return None
+    if name not in os.environ:
+        log.info("%s: %s is not set here; judge requests (if any) go without a key", where, value)
         return None
     return value
 
@@ -77,14 +90,16 @@ def _skipped_counts(run_dir: Path) -> dict[str, int]:
     path = run_dir / "skipped.jsonl"
     counts: dict[str, int] = {}
     if path.exists():
-        for row in read_jsonl(path):
+        for row in read_rows(path, "skipped"):
             counts[row["dataset"]] = counts.get(row["dataset"], 0) + 1
     return counts
 
 
-def rescore_run(run_dir: str | Path, *, judge: Mapping[str, Any] | None = None) -> Report:
-    """Score every saved prediction again and rewrite the reviews and reports."""
-    return asyncio.run(_process_run(Path(run_dir), judge, rescore=True))
+def rescore_run(run_dir: str | Path, *, judge: Mapping[str, Any] | None = None,
+                key_env: Iterable[str] = ()) -> Report:
+    """Score every saved prediction again and rewrite the reviews and reports; a saved
+    judge key ``$NAME`` is expanded only for a name in ``key_env``."""
+    return asyncio.run(_process_run(Path(run_dir), judge, rescore=True, key_env=key_env))
 
 
 def rebuild_report(run_dir: str | Path) -> Report:
@@ -92,10 +107,12 @@ def rebuild_report(run_dir: str | Path) -> Report:
     return asyncio.run(_process_run(Path(run_dir), None, rescore=False))
 
 
-async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescore: bool) -> Report:
-    cfg = load_run_config(run_dir, judge)
+async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescore: bool,
+                       key_env: Iterable[str] | None = None) -> Report:
+    cfg = load_run_config(run_dir, judge, key_env)
     config = read_run_config(run_dir)
-    with media_roots_in_force(saved_media_roots(config)):  # the run's, never this cwd
+    # the run's honoured roots and --media-root given now, never this cwd
+    with media_roots_in_force((*saved_media_roots(config, run_dir), *chosen_media_roots())):
         return await _process_run_in_roots(run_dir, cfg, rescore=rescore)
 
 
@@ -212,7 +229,7 @@ async def _rescore_subset(store: RunStore, run: DatasetRun, subset: str,
     slots = asyncio.Semaphore(concurrency)
 
     async def one(row: dict[str, Any]) -> None:
-        sample = sample_from_json(row, run.name, subset)
+        sample = sample_from_json(row, run.name, subset, media_roots())
         hooks = Hooks(score_slot=slots, on_score=partial(record_score, store, run, sample))
         await evaluate_sample(sample, int(row.get("repeat", 0)), run.scorers, client=None,
                               saved=Saved(row), redact=redact, hooks=hooks)

@@ -22,6 +22,7 @@ import orjson
 
 from groundscope.configfile import read_json_file
 from groundscope.errors import StoreError
+from groundscope.fileio import read_regular
 from groundscope.runlock import LOCK_FILE
 
 RUN_MARKER = "groundscope-run"  # config.json's "format"
@@ -75,14 +76,13 @@ def read_run_config(run_dir: Path) -> dict[str, Any]:
 def _read_config(path: Path) -> bytes:
     """The bytes of a config.json; at most ``_MAX_CONFIG_BYTES`` (more is no run's: its
     first bytes are returned, which do not parse)."""
-    with path.open("rb") as fh:
-        return fh.read(_MAX_CONFIG_BYTES + 1)[:_MAX_CONFIG_BYTES]
+    return read_regular(path, _MAX_CONFIG_BYTES)[:_MAX_CONFIG_BYTES]
 
 
 def _has_run_config(path: Path) -> bool:
     try:
         return is_run_config(orjson.loads(_read_config(path / CONFIG_FILE)))
-    except (OSError, orjson.JSONDecodeError):
+    except (OSError, StoreError, orjson.JSONDecodeError):
         return False
 
 

@@ -7,7 +7,9 @@ descriptor, so a process that dies leaves nothing to clean up.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import threading
 from pathlib import Path
 
@@ -31,10 +33,18 @@ def lock_dir(run_dir: Path) -> bool:
         if held is not None:
             held[1] += 1
             return True
-        try:
-            fd = os.open(os.path.join(key, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:
+        path = os.path.join(key, LOCK_FILE)
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+        try:  # a run directory is untrusted: never follow a planted symlink or open a FIFO
+            fd = os.open(path, flags, 0o644)
+        except OSError as exc:
+            if os.path.islink(path) or exc.errno in (errno.ELOOP, errno.EISDIR):
+                raise StoreError(f"{path}: not a regular file (a symbolic link or a "
+                                 "directory); remove it and try again") from None
             return False
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise StoreError(f"{path}: not a regular file; remove it and try again")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

@@ -43,9 +43,10 @@ import yaml
 
 from groundscope.compat import default_model_id
 from groundscope.errors import ConfigError, StoreError
-from groundscope.fileio import atomic_write, fsync_dir, write_error
-from groundscope.jsonl import Shard, read_jsonl
+from groundscope.fileio import atomic_write, check_no_symlink_dirs, fsync_dir, write_error
+from groundscope.jsonl import Shard
 from groundscope.media import describe
+from groundscope.rows import read_rows
 from groundscope.rundir import RUN_MARKER, check_fresh_run_dir, resume_target
 from groundscope.runlock import lock_dir, unlock_dir
 from groundscope.types import (
@@ -69,17 +70,54 @@ from groundscope.types import (
 SCHEMA_VERSION = 1
 MEDIA_ROOTS_KEY = "allowed_media_roots"  # config.json: the real paths media were read under
 SCHEMA_VERSION = 2
+_ROW_KIND: dict[tuple[str, ...], Any] = {("sample_id", "repeat"): "prediction",
+                                         ("sample_id", "repeat", "scorer"): "review",
+                                         ("dataset", "subset", "problem"): "skipped"}
 REPORT_SUFFIX = ".groundscope.json"  # groundscope's report; <dataset>.json is EvalScope's
 _UNSAFE = re.compile(r"[^\w.\-]+")
 
 
-def saved_media_roots(config: Mapping[str, Any]) -> tuple[str, ...]:
-    """The media roots a run recorded in its config.json (none for a run made before they
-    were recorded: then only each dataset file's own folder is allowed)."""
+def saved_media_roots(config: Mapping[str, Any], run_dir: Path | None = None) -> tuple[str, ...]:
+    """The media roots a run recorded in its config.json that ``score`` / ``report`` honour
+    (none for a run made before they were recorded).
+
+    A run directory is untrusted input: a recorded root is honoured only when it lies inside
+    this process's working directory or the run directory's parent (its work directory),
+    and is not a file-system root; a root named elsewhere (``/``, a home, ``/etc``) is
+    dropped."""
     roots = config.get(MEDIA_ROOTS_KEY)
     if not isinstance(roots, list):
         return ()
-    return tuple(r for r in roots if isinstance(r, str) and r)
+    bounds = [os.path.realpath(os.getcwd())]
+    if run_dir is not None:
+        bounds.append(os.path.realpath(Path(run_dir).parent))
+    out = []
+    for r in roots:
+        if not isinstance(r, str) or not r or not os.path.isabs(r):
+            continue
+        real = os.path.realpath(r)
+        if real != os.path.dirname(real) and any(_within(real, b) for b in bounds):
+            out.append(r)
+    return tuple(out)
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def origin_dir(origin: Any, roots: Iterable[str]) -> Path | None:
+    """The folder of a saved sample's ``origin`` (``path:line``), a base for its relative
+    media paths, only when it lies inside one of ``roots`` (the honoured recorded roots):
+    a predictions line never widens what may be read."""
+    if not isinstance(origin, str):
+        return None
+    path, _, _line = origin.rpartition(":")
+    if not path or not os.path.isabs(path):
+        return None
+    folder = os.path.realpath(os.path.dirname(path))
+    if any(_within(folder, os.path.realpath(r)) for r in roots):
+        return Path(folder)
+    return None
 
 
 def safe_name(name: str) -> str:
@@ -150,14 +188,17 @@ def _message_from_json(row: Mapping[str, Any], base_dir: Path | None = None) -> 
     return Message(row["role"], tuple(parts), **tools)
 
 
-def sample_from_json(row: Mapping[str, Any], dataset: str, subset: str) -> Sample:
+def sample_from_json(row: Mapping[str, Any], dataset: str, subset: str,
+                     roots: Iterable[str] = ()) -> Sample:
     """The scoring view of a saved sample: media by description (local paths stay loadable,
-    relative to the dataset file; inline media are a content hash only)."""
+    relative to the dataset file when its folder is inside ``roots``, the run's honoured
+    media roots; inline media are a content hash only)."""
     data = row["sample"]
     path, _, line = data["origin"].rpartition(":")
+    base = origin_dir(data["origin"], roots)
     return Sample(
         id=str(row["sample_id"]), dataset=dataset, subset=subset,
-        messages=tuple(_message_from_json(m, Path(path).parent) for m in data["messages"]),
+        messages=tuple(_message_from_json(m, base) for m in data["messages"]),
         origin=Origin(Path(path), int(line) if line.isdigit() else 0),
         target=tuple(data["target"]), answer_kind=AnswerKind(data["answer_kind"]),
         choices=tuple(data["choices"]), question=data["question"], metadata=data["metadata"],
@@ -301,7 +342,9 @@ class RunStore:
         path = self._paths.get((kind, dataset, subset))
         if path is None:  # built once: this is on the per-sample path
             name = subset_file_name(dataset, subset)
-            path = self._paths[(kind, dataset, subset)] = self.run_dir / kind / self.model_dir / name
+            path = self.run_dir / kind / self.model_dir / name
+            check_no_symlink_dirs(self.run_dir, path)  # a run directory is untrusted input
+            self._paths[(kind, dataset, subset)] = path
         return path
 
     def predictions_file(self, dataset: str, subset: str) -> Path:
@@ -312,11 +355,15 @@ class RunStore:
 
     def report_file(self, dataset: str) -> Path:
         """groundscope's report of ``dataset``."""
-        return self.run_dir / "reports" / self.model_dir / f"{safe_name(dataset)}{REPORT_SUFFIX}"
+        path = self.run_dir / "reports" / self.model_dir / f"{safe_name(dataset)}{REPORT_SUFFIX}"
+        check_no_symlink_dirs(self.run_dir, path)
+        return path
 
     def evalscope_report_file(self, dataset: str) -> Path:
         """The report of ``dataset`` in EvalScope's schema, where EvalScope writes it."""
-        return self.run_dir / "reports" / self.model_dir / f"{safe_name(dataset)}.json"
+        path = self.run_dir / "reports" / self.model_dir / f"{safe_name(dataset)}.json"
+        check_no_symlink_dirs(self.run_dir, path)
+        return path
 
     @property
     def log_file(self) -> Path:
@@ -334,6 +381,7 @@ class RunStore:
         model_id = redacted.get("model_id") or default_model_id(str(redacted.get("model") or ""))
         text = yaml.safe_dump({**redacted, "model_id": model_id}, allow_unicode=True,
                               default_flow_style=False)
+        check_no_symlink_dirs(self.run_dir, self.run_dir / "configs" / "task_config.yaml")
         atomic_write(self.run_dir / "configs" / "task_config.yaml", text.encode(),
                      hint=self.resume_hint)
 
@@ -344,8 +392,8 @@ class RunStore:
             if shard is None:
                 shard = self._shards[path] = Shard(path, key_fields)
                 if path.exists():
-                    for old in read_jsonl(path):
-                        shard.keys.append(hash(tuple(old[f] for f in key_fields)))
+                    for old in read_rows(path, _ROW_KIND[key_fields]):
+                        shard.keys.append(hash(tuple(old.get(f) for f in key_fields)))
             shard.append(row)
         except OSError as exc:
             raise write_error(path, exc, self.resume_hint) from None
@@ -434,20 +482,22 @@ class RunStore:
         path = self.predictions_file(dataset, subset)
         if not path.exists():
             return {}
-        return {(str(r["sample_id"]), int(r["repeat"])): r for r in read_jsonl(path)}
+        return {(str(r["sample_id"]), int(r.get("repeat", 0))): r
+                for r in read_rows(path, "prediction")}
 
     def load_reviews(self, dataset: str, subset: str) -> dict[tuple[str, int, str], dict[str, Any]]:
         path = self.reviews_file(dataset, subset)
         if not path.exists():
             return {}
-        return {(str(r["sample_id"]), int(r["repeat"]), r["scorer"]): r for r in read_jsonl(path)}
+        return {(str(r["sample_id"]), int(r.get("repeat", 0)), r["scorer"]): r
+                for r in read_rows(path, "review")}
 
     def saved_subsets(self) -> list[tuple[str, str]]:
         """(dataset, subset) pairs that have a predictions file, from their rows."""
         found: list[tuple[str, str]] = []
         folder = self.run_dir / "predictions" / self.model_dir
         for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
-            for row in read_jsonl(path):
+            for row in read_rows(path, "prediction"):
                 found.append((row["dataset"], row["subset"]))
                 break
         return found

@@ -28,8 +28,10 @@ from typing import Any
 import orjson
 
 from groundscope import media
+from groundscope.bounds import MAX_RUN_LINE_BYTES
 from groundscope.client.openai import ChatClient, effective_config
-from groundscope.fileio import write_error
+from groundscope.errors import StoreError
+from groundscope.fileio import open_regular, write_error
 from groundscope.jsonl import Shard
 from groundscope.redaction import redact_url
 from groundscope.types import Completion, MediaPart, MediaRef, Message, Usage
@@ -112,14 +114,17 @@ class ResponseCache:
         rows: dict[str, Completion] = {}
         skipped = 0
         if self.path is not None and self.path.exists():
-            with self.path.open("rb") as fh:
-                for raw in fh:
+            with open_regular(self.path) as fh:  # a run directory's file: untrusted
+                while raw := fh.readline(MAX_RUN_LINE_BYTES + 1):
+                    if len(raw) > MAX_RUN_LINE_BYTES:
+                        raise StoreError(f"{self.path}: a line over {MAX_RUN_LINE_BYTES} "
+                                         "bytes; refused")
                     if not raw.endswith(b"\n"):
                         break  # torn tail from a crash mid-write
                     try:
                         row = orjson.loads(raw)
                         rows[row["key"]] = completion_from_json(row["completion"])
-                    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                    except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
                         skipped += 1
         if skipped:
             log.warning("%s: skipped %d unreadable cache line(s)", self.path, skipped)

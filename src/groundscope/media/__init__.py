@@ -22,7 +22,12 @@ is shown in outputs as ``describe(ref)``.
 
 from groundscope.media.formats import AUDIO_FORMATS, VIDEO_FORMATS, check_format, sniff_mime
 from groundscope.media.images import DEFAULT_MAX_PIXELS, check, max_pixels, set_max_pixels
-from groundscope.media.roots import media_roots, media_roots_in_force, set_media_roots
+from groundscope.media.roots import (
+    chosen_media_roots,
+    media_roots,
+    media_roots_in_force,
+    set_media_roots,
+)
 from groundscope.media.sources import (
     DEFAULT_MAX_BYTES,
     describe,
@@ -37,8 +42,27 @@ from groundscope.media.values import check_fps, media_from_value
 from groundscope.media.wire import wire_part
 
 __all__ = [
-    "AUDIO_FORMATS", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_PIXELS", "VIDEO_FORMATS", "check",
-    "check_format", "check_fps", "describe", "exists", "fetched_audio_format", "fingerprint",
-    "is_remote", "load", "max_pixels", "media_from_value", "media_roots", "media_roots_in_force",
-    "resolve_path", "set_max_pixels", "set_media_roots", "sniff_mime", "wire_part",
+    "AUDIO_FORMATS",
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_PIXELS",
+    "VIDEO_FORMATS",
+    "check",
+    "check_format",
+    "check_fps",
+    "chosen_media_roots",
+    "describe",
+    "exists",
+    "fetched_audio_format",
+    "fingerprint",
+    "is_remote",
+    "load",
+    "max_pixels",
+    "media_from_value",
+    "media_roots",
+    "media_roots_in_force",
+    "resolve_path",
+    "set_max_pixels",
+    "set_media_roots",
+    "sniff_mime",
+    "wire_part",
 ]  # fmt: skip

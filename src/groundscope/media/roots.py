@@ -62,6 +62,13 @@ def media_roots_in_force(dirs: Iterable[str | os.PathLike[str]]) -> Iterator[tup
         _ROOTS.reset(token)
 
 
+def chosen_media_roots() -> tuple[str, ...]:
+    """The roots this process put in force (``--media-root`` given now, or a run's own),
+    without the working-directory default: ``score`` / ``report`` add them to a run's
+    honoured recorded roots."""
+    return _ROOTS.get() or ()
+
+
 def media_roots() -> tuple[str, ...]:
     """The media roots in force (real paths): those a run set, else the working directory."""
     roots = _ROOTS.get()

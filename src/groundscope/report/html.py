@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from groundscope.fileio import atomic_write
-from groundscope.media import media_roots_in_force
+from groundscope.media import chosen_media_roots, media_roots_in_force
 from groundscope.metrics import BOOTSTRAP_MAX_N, OVERALL
 from groundscope.report.embed import DEFAULT_BUDGET, MediaTable
 from groundscope.report.model import DatasetReport
@@ -45,7 +45,8 @@ def write_html(run_dir: str | Path, *, media_budget: int = DEFAULT_BUDGET,
     started = time.perf_counter()
     run = load_run(run_dir)
     media = MediaTable(budget=media_budget)
-    with media_roots_in_force(run.media_roots):  # the run's roots, not this process's cwd
+    # the run's honoured roots and --media-root given now, not this process's cwd
+    with media_roots_in_force((*run.media_roots, *chosen_media_roots())):
         data = collect(run, media, max_samples)
     total = sum(r.summary.requested for r in run.reports)
     data["cut"] = total if max_samples is not None and total > len(data["samples"]) else None

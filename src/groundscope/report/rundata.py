@@ -21,9 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from groundscope.bounds import MAX_RUN_FILE_BYTES
 from groundscope.compat import default_model_id
-from groundscope.jsonl import read_jsonl
+from groundscope.errors import StoreError
+from groundscope.fileio import read_regular
 from groundscope.report.model import DatasetReport
+from groundscope.rows import read_rows
 from groundscope.rundir import read_run_config
 from groundscope.store import REPORT_SUFFIX, safe_name, saved_media_roots
 
@@ -83,7 +88,7 @@ class RunData:
     @property
     def media_roots(self) -> tuple[str, ...]:
         """The media roots the run read under (config.json): the page embeds nothing else."""
-        return saved_media_roots(self.config)
+        return saved_media_roots(self.config, self.run_dir)
 
     def report(self, dataset: str) -> DatasetReport | None:
         return next((r for r in self.reports if r.dataset == dataset), None)
@@ -110,7 +115,7 @@ class RunData:
         folder = self.run_dir / "predictions" / self.model_dir
         found: list[tuple[str, str, Path]] = []
         for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
-            first = next(read_jsonl(path), None)
+            first = next(read_rows(path, "prediction"), None)
             if first is not None:
                 found.append((first["dataset"], first["subset"], path))
         order = {(r.dataset, s): (i, j) for i, r in enumerate(self.reports)
@@ -126,7 +131,7 @@ class RunData:
             if left is not None and left <= 0:
                 return
             latest: dict[tuple[str, int], dict[str, Any]] = {}
-            for r in read_jsonl(path):
+            for r in read_rows(path, "prediction"):
                 key = (str(r["sample_id"]), int(r.get("repeat", 0)))
                 if left is not None and key not in latest and len(latest) >= left:
                     break
@@ -134,7 +139,7 @@ class RunData:
             reviews: dict[tuple[str, int], list[dict[str, Any]]] = {}
             review_path = self.run_dir / "reviews" / self.model_dir / path.name
             if review_path.exists():
-                for row in read_jsonl(review_path):
+                for row in read_rows(review_path, "review"):
                     key = (str(row["sample_id"]), int(row.get("repeat", 0)))
                     if key in latest:
                         reviews.setdefault(key, []).append(row)
@@ -153,6 +158,19 @@ def report_files(folder: Path, schema_version: int) -> list[Path]:
     return sorted(folder.glob(f"*{REPORT_SUFFIX}" if schema_version >= 2 else "*.json"))
 
 
+def _read_report(path: Path) -> DatasetReport:
+    """One saved report, bounded (``MAX_RUN_FILE_BYTES``), a regular file, checked."""
+    raw = read_regular(path, MAX_RUN_FILE_BYTES)
+    if len(raw) > MAX_RUN_FILE_BYTES:
+        raise StoreError(f"{path}: over {MAX_RUN_FILE_BYTES} bytes; refused")
+    try:
+        return DatasetReport.model_validate_json(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "report"
+        raise StoreError(f"{path}: {where}: {err['msg']}") from None
+
+
 def load_run(run_dir: str | Path) -> RunData:
     """Read a run directory's config, reports and skipped records (samples are streamed)."""
     root = Path(run_dir)
@@ -165,11 +183,10 @@ def load_run(run_dir: str | Path) -> RunData:
     run = RunData(root, config, model, model_dir)
     order = {name: i for i, name in enumerate(config.get("datasets") or [])}
     version = config.get("schema_version")
-    reports = [DatasetReport.model_validate_json(p.read_bytes())
-               for p in report_files(root / "reports" / model_dir,
+    reports = [_read_report(p) for p in report_files(root / "reports" / model_dir,
                                      version if isinstance(version, int) else 1)]
     run.reports = sorted(reports, key=lambda r: (order.get(r.dataset, len(order)), r.dataset))
     skipped = root / "skipped.jsonl"
     if skipped.exists():
-        run.skipped = list(read_jsonl(skipped))
+        run.skipped = list(read_rows(skipped, "skipped"))
     return run

@@ -13,9 +13,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from groundscope.media import media_roots
 from groundscope.report.embed import MediaTable
 from groundscope.report.rundata import OUTCOMES, RunData, SampleRow
 from groundscope.report.table import metric_label
+from groundscope.store import origin_dir
 
 TEXT_MAX = 20_000
 
@@ -37,11 +39,6 @@ def _compact(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_compact(v) for v in value]
     return value
-
-
-def _origin_dir(origin: str) -> Path | None:
-    path, _, _line = origin.rpartition(":")
-    return Path(path).parent if path else None
 
 
 def _messages(messages: list[dict[str, Any]], media: MediaTable, base: Path | None) -> list[Any]:
@@ -87,7 +84,7 @@ def sample_record(row: SampleRow, primary: str | None, media: MediaTable,
         "origin": origin, "outcome": outcome, "pv": None if value is None else round(value, 4),
         "status": pred.get("status"), "latency": pred.get("latency_s"),
         "attempts": pred.get("attempts"), "question": _cut(sample.get("question", "")),
-        "messages": _messages(sample.get("messages") or [], media, _origin_dir(origin)),
+        "messages": _messages(sample.get("messages") or [], media, origin_dir(origin, media_roots())),
         "prediction": _cut(pred.get("prediction")), "refs": [_cut(t) for t in sample.get("target") or []],
         "scores": _scores(row.reviews),
     }
