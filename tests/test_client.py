@@ -6,7 +6,6 @@ import asyncio
 import base64
 import hashlib
 import logging
-import wave
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
@@ -49,24 +48,6 @@ MP4_HEAD = b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2" + b"\x00\x00\x00\
 
 def user(text: str) -> tuple[Message, ...]:
     return (Message("user", text),)
-
-
-@pytest.fixture
-def png(tmp_path: Path) -> Path:
-    path = tmp_path / "dot.png"
-    Image.new("RGB", (4, 3), (200, 10, 10)).save(path)
-    return path
-
-
-@pytest.fixture
-def wav(tmp_path: Path) -> Path:
-    path = tmp_path / "beep.wav"
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(8000)
-        out.writeframes(b"\x00\x10" * 80)
-    return path
 
 
 @pytest.fixture

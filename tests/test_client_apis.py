@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import base64
-import wave
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,24 +24,6 @@ from groundscope.types import MediaPart, MediaRef, Message, Modality, TextPart
 pytestmark = pytest.mark.usefixtures("tmp_media_root")  # media named by tmp_path paths
 FAST = RetryPolicy(max_retries=5, base_delay=0.0, max_delay=0.0)
 KEY = "sk-ant-test-5c1e9a7f3b"
-
-
-@pytest.fixture
-def png(tmp_path: Path) -> Path:
-    path = tmp_path / "dot.png"
-    Image.new("RGB", (4, 3), (200, 10, 10)).save(path)
-    return path
-
-
-@pytest.fixture
-def wav(tmp_path: Path) -> Path:
-    path = tmp_path / "beep.wav"
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(8000)
-        out.writeframes(b"\x00\x10" * 80)
-    return path
 
 
 def ask(png: Path, *, detail: str | None = None) -> tuple[Message, ...]:
