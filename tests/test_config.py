@@ -174,7 +174,7 @@ def test_an_env_key_is_expanded_and_saved_by_name_however_the_config_is_built(mo
 
 
 def test_saved_key_keeps_a_set_reference_only(monkeypatch) -> None:
-    from groundscope.config import saved_key
+    from groundscope.keys import saved_key
 
     monkeypatch.setenv("GS_TEST_SET", "x")
     monkeypatch.delenv("GS_TEST_UNSET", raising=False)
