@@ -50,6 +50,7 @@ from pydantic import SecretStr
 
 from groundscope import media
 from groundscope.client.fetch import MediaFetcher
+from groundscope.client.gate import Gate, LocalGate, Outcome
 from groundscope.client.http_errors import http_error, truncate
 from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES, ERROR_BODY_BYTES, HEADER_LIMITS, read_body
 from groundscope.client.reply import parse_completion
@@ -233,6 +234,7 @@ class ChatClient:
         concurrency: int = 32,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         wire: WireAPI | None = None,
+        gate: Gate | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
@@ -252,8 +254,8 @@ class ChatClient:
         self.retry = retry or RetryPolicy()
         self.concurrency = concurrency
         self.max_response_bytes = max_response_bytes
+        self.gate: Gate = gate or LocalGate(concurrency)
         self._session: aiohttp.ClientSession | None = None
-        self._slots: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._redirects_logged: set[str] = set()
         self.fetcher = MediaFetcher(timeout=timeout)  # remote audio, fetched at send time
@@ -266,10 +268,10 @@ class ChatClient:
         headers.update((k, v.get_secret_value()) for k, v in self._auth_headers.items())
         return headers
 
-    def _ensure_session(self) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
+    def _ensure_session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
-        session, slots = self._session, self._slots
-        if session is None or slots is None or session.closed or self._loop is not loop:
+        session = self._session
+        if session is None or session.closed or self._loop is not loop:
             connector = aiohttp.TCPConnector(
                 limit=self.concurrency, limit_per_host=0, keepalive_timeout=60,
                 ttl_dns_cache=300,
@@ -282,9 +284,8 @@ class ChatClient:
                 auto_decompress=True,
                 **HEADER_LIMITS,
             )
-            slots = asyncio.Semaphore(self.concurrency)
-            self._session, self._slots, self._loop = session, slots, loop
-        return session, slots
+            self._session, self._loop = session, loop
+        return session
 
     async def complete(
         self,
@@ -311,36 +312,50 @@ class ChatClient:
         return completion
 
     async def _post(self, body: bytes) -> Completion:
-        """One attempt: POST ``body`` and map the outcome onto a Completion or an error."""
-        session, slots = self._ensure_session()
-        async with slots:
-            try:
-                async with session.post(self._url.get_secret_value(), data=body,
-                                        allow_redirects=False) as resp:
-                    status = resp.status
-                    if status == 200:
-                        raw = await read_body(resp, self.max_response_bytes)
-                    else:
-                        raw = await read_body(resp, ERROR_BODY_BYTES, cut=True)
-                    retry_after = resp.headers.get("Retry-After")
-                    location = resp.headers.get("Location")
-            except TimeoutError:
-                raise RetryableError(
-                    f"request timed out after {self.timeout:g}s", kind="timeout"
-                ) from None
-            except aiohttp.ClientResponseError as exc:  # a response head aiohttp refused
-                what = truncate(self.redactor.redact(exc.message))  # (e.g. over HEADER_LIMITS)
-                raise RetryableError(f"malformed response: invalid HTTP response head: {what}",
-                                     kind="malformed_response") from None
-            except aiohttp.ClientError as exc:
-                what = self.redactor.redact(f"{type(exc).__name__}: {exc}")
-                raise RetryableError(f"connection error: {truncate(what)}",
-                                     kind="connection") from None
-        if 300 <= status < 400:
-            raise self._redirect(status, location)
-        if status != 200:
-            raise self.wire.error(status, raw, retry_after, self.redactor.redact)
-        return self._redacted(self.wire.reply(raw))
+        """One attempt: POST ``body`` through the gate; map the outcome onto a Completion or
+        an error."""
+        session = self._ensure_session()
+        lease = await self.gate.acquire(len(body) // 4)
+        outcome = Outcome()
+        try:
+            status, raw, headers = await self._send(session, body)
+            outcome = Outcome(status=status, headers=headers)
+            if 300 <= status < 400:
+                raise self._redirect(status, headers.get("location"))
+            if status != 200:
+                raise self.wire.error(status, raw, headers.get("retry-after"), self.redactor.redact)
+            completion = self._redacted(self.wire.reply(raw))
+            outcome = Outcome(status=status, headers=headers,
+                              tokens=completion.usage.total_tokens or None)
+            return completion
+        finally:
+            await self.gate.release(lease, outcome)
+
+    async def _send(self, session: aiohttp.ClientSession,
+                    body: bytes) -> tuple[int, bytes, dict[str, str]]:
+        """POST ``body``: the status, the (capped) body and the headers (lower-cased names)."""
+        try:
+            async with session.post(self._url.get_secret_value(), data=body,
+                                    allow_redirects=False) as resp:
+                status = resp.status
+                if status == 200:
+                    raw = await read_body(resp, self.max_response_bytes)
+                else:
+                    raw = await read_body(resp, ERROR_BODY_BYTES, cut=True)
+                headers = {k.lower(): v for k, v in resp.headers.items()}
+        except TimeoutError:
+            raise RetryableError(
+                f"request timed out after {self.timeout:g}s", kind="timeout"
+            ) from None
+        except aiohttp.ClientResponseError as exc:  # a response head aiohttp refused
+            what = truncate(self.redactor.redact(exc.message))  # (e.g. over HEADER_LIMITS)
+            raise RetryableError(f"malformed response: invalid HTTP response head: {what}",
+                                 kind="malformed_response") from None
+        except aiohttp.ClientError as exc:
+            what = self.redactor.redact(f"{type(exc).__name__}: {exc}")
+            raise RetryableError(f"connection error: {truncate(what)}",
+                                 kind="connection") from None
+        return status, raw, headers
 
     def _redacted(self, completion: Completion) -> Completion:
         """The reply with every credential the endpoint may have echoed hidden."""
@@ -365,7 +380,7 @@ class ChatClient:
 
     async def aclose(self) -> None:
         """Close the pooled session and the media fetcher's (idempotent)."""
-        session, self._session, self._slots, self._loop = self._session, None, None, None
+        session, self._session, self._loop = self._session, None, None
         if session is not None and not session.closed:
             await session.close()
         await self.fetcher.aclose()
