@@ -38,6 +38,7 @@ from groundscope.dataset.readers import DEFAULT_MAX_RECORD_BYTES
 from groundscope.errors import ConfigError
 from groundscope.keys import Secret, redacted, secret_values
 from groundscope.media import DEFAULT_MAX_PIXELS
+from groundscope.pricing import MAX_PRICED_MODELS, Price
 
 # EvalScope's spellings (``service``, ``server``, ``simulator``) read as ours (compat.EVAL_TYPES)
 _EvalScopeName = BeforeValidator(lambda v: compat.EVAL_TYPES.get(v, v) if isinstance(v, str) else v)
@@ -214,6 +215,7 @@ class TaskConfig(_Strict):
     max_media_per_record: int = Field(default=64, ge=1, le=1024)
     max_error_rate: float | None = Field(default=None, ge=0.0, le=1.0)
     simulator: SimulatorArgs = Field(default_factory=SimulatorArgs)
+    pricing: dict[str, Price] = Field(default_factory=dict, max_length=MAX_PRICED_MODELS)
 
     @model_validator(mode="wrap")
     @classmethod
