@@ -9,7 +9,8 @@ The only package that reads media bytes or produces base64. Everything else hand
   PNG), then the format hint, the data-URI mime and the file extension; the audio/video
   *format* on the wire follows the hint first, then magic bytes, data-URI mime, extension;
 - ``roots``: the allowed media roots, the confinement check and the confined open;
-- ``images``: Pillow validation and the pixel cap;
+- ``images``: Pillow validation, the pixel cap and an image's size from its header;
+- ``probe``: what a medium weighs (bytes, pixel size, audio seconds) from its header;
 - ``values``: dataset column values -> ``MediaRef``;
 - ``wire``: the OpenAI content part of a medium, with a bounded cache of encoded payloads
   (remote audio: from the bytes the client fetched at send time).
@@ -21,7 +22,14 @@ is shown in outputs as ``describe(ref)``.
 """
 
 from groundscope.media.formats import AUDIO_FORMATS, VIDEO_FORMATS, check_format, sniff_mime
-from groundscope.media.images import DEFAULT_MAX_PIXELS, check, max_pixels, set_max_pixels
+from groundscope.media.images import (
+    DEFAULT_MAX_PIXELS,
+    check,
+    image_size,
+    max_pixels,
+    set_max_pixels,
+)
+from groundscope.media.probe import MediaSize, probe
 from groundscope.media.roots import (
     chosen_media_roots,
     media_roots,
@@ -46,6 +54,7 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_PIXELS",
     "VIDEO_FORMATS",
+    "MediaSize",
     "check",
     "check_format",
     "check_fps",
@@ -54,12 +63,14 @@ __all__ = [
     "exists",
     "fetched_audio_format",
     "fingerprint",
+    "image_size",
     "is_remote",
     "load",
     "max_pixels",
     "media_from_value",
     "media_roots",
     "media_roots_in_force",
+    "probe",
     "resolve_path",
     "set_max_pixels",
     "set_media_roots",

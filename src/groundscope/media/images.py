@@ -148,15 +148,30 @@ def check(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES, decode: bool = T
         if decode:
             _verify_image(load(ref, max_bytes=max_bytes)[0], describe(ref))
         elif key is None or key not in _CHECKED:  # Pillow needs only a file's head for the header
-            head = read_raw(ref, max_bytes, head=_HEAD_BYTES)[0]
-            try:
-                open_image(head, ref).close()
-            except MediaError:
-                if len(head) < _HEAD_BYTES:  # that was the whole file
-                    raise
-                # a header behind large metadata blocks (EXIF, ICC): read further
-                open_image(read_raw(ref, max_bytes, head=_HEADER_BYTES)[0], ref).close()
+            _header_image(ref, max_bytes).close()
         _remember_checked(ref, key)
         return
     check_format(ref.kind, ref.format)
     supported_format(ref, read_raw(ref, max_bytes, head=64)[0])
+
+
+def _header_image(ref: MediaRef, max_bytes: int) -> Any:
+    """A local or inline image opened from its head (header parsed, nothing decoded)."""
+    head = read_raw(ref, max_bytes, head=_HEAD_BYTES)[0]
+    try:
+        return open_image(head, ref)
+    except MediaError:
+        if len(head) < _HEAD_BYTES:  # that was the whole file
+            raise
+        # a header behind large metadata blocks (EXIF, ICC): read further
+        return open_image(read_raw(ref, max_bytes, head=_HEADER_BYTES)[0], ref)
+
+
+def image_size(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[int, int]:
+    """``(width, height)`` of a local or inline image from its header, no pixel decoded
+    (the pixel cap in force applies); a MediaError when the header is unreadable."""
+    img = _header_image(ref, max_bytes)
+    try:
+        return img.size  # type: ignore[no-any-return]
+    finally:
+        img.close()
