@@ -197,9 +197,10 @@ def test_evalscope_legacy_flags_and_dry_run(tmp_path) -> None:
     proc = run_cli("eval", "--eval-type", "mock", "--datasets", "general_vqa", "--dataset-args",
                    args, "--judge-strategy", "llm", "--judge-model-args",
                    json.dumps({"model_id": "j", "api_url": "mock", "api_key": SECRET}),
-                   "--stream", "--dry-run", "--work-dir", str(tmp_path / "out"), cwd=tmp_path)
+                   "--stream", "--dry-run", "--json", "--work-dir", str(tmp_path / "out"),
+                   cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    shown = json.loads(proc.stdout)
+    shown = json.loads(proc.stdout)["config"]
     assert shown["judge"]["strategy"] == "llm" and shown["judge"]["models"][0]["model_id"] == "j"
     assert SECRET not in proc.stdout + proc.stderr
     assert not (tmp_path / "out").exists()  # a dry run creates nothing

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import json
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -110,7 +109,10 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     a("--eval-config", default=_S, help=_S)  # EvalScope's (VLMEvalKit): refused, saying what instead
     a("--stream", action="store_true", default=_S,
       help="accepted for EvalScope compatibility; requests are never streamed")
-    a("--dry-run", action="store_true", help="print the resolved config (secrets hidden) and exit")
+    a("--dry-run", action="store_true", help="print the resolved config (secrets hidden) and "
+      "an estimate of the run's requests, tokens and cost; send nothing, write nothing")
+    a("--json", action="store_true", help="with --dry-run: the config and the estimate as one "
+      "JSON object")
     a("--work-dir", default=_S, help="where run directories are created (default ./outputs)")
     a("--no-timestamp", action="store_true", default=_S, help="write into --work-dir itself")
     a("--use-cache", metavar="RUN_DIR", default=_S, help="resume a run directory")
@@ -224,7 +226,7 @@ def eval_config(ns: argparse.Namespace) -> dict[str, Any]:
 
         data = read_config_file(ns.config)
     skip = {"command", "config", "no_progress", "version", "sim_accuracy", "sim_latency_ms",
-            "dry_run", "stream", "sim_judge_noise", "sim_api"}
+            "dry_run", "json", "stream", "sim_judge_noise", "sim_api"}
     for key, value in vars(ns).items():
         if key not in skip:
             data[key] = value
@@ -244,14 +246,18 @@ def eval_config(ns: argparse.Namespace) -> dict[str, Any]:
 
 def _cmd_eval(ns: argparse.Namespace) -> int:
     from groundscope.config import load_config
+    from groundscope.errors import ConfigError
     from groundscope.report.table import render_summary
     from groundscope.runner import Runner
     from groundscope.terminal import visible
 
+    if ns.json and not ns.dry_run:
+        raise ConfigError("--json: only with --dry-run")
     cfg = load_config(eval_config(ns))
-    if ns.dry_run:  # no run directory, no request: just what would run
-        text = json.dumps(cfg.redacted(), indent=2, ensure_ascii=False)
-        print("\n".join(map(visible, text.split("\n"))))  # JSON leaves bidi and C1 raw
+    if ns.dry_run:  # no run directory, no request: what would run, and what it would cost
+        from groundscope.estimate import dry_run_text
+
+        print(dry_run_text(cfg, as_json=ns.json))
         return 0
     runner = Runner(cfg, progress=False if ns.no_progress else None)
     import asyncio
