@@ -19,7 +19,7 @@ import pytest
 from cli_support import EXAMPLES, dataset_samples, run_cli
 from groundscope import media, run_task
 from groundscope.config import SimulatorArgs, load_config
-from groundscope.estimate import Estimate, estimate, estimate_json
+from groundscope.estimate import Estimate, estimate, estimate_json, render_estimate
 from groundscope.estimate.tokens import image_tokens, text_tokens
 from groundscope.pricing import Price
 from groundscope.scoring.grounding_prompt import (
@@ -93,7 +93,7 @@ def _cfg(url: str, work: Path, datasets: dict[str, dict[str, Any]], judge: dict[
             **extra}
 
 
-@pytest.mark.parametrize("strategy", ["llm", "llm_recall"])
+@pytest.mark.parametrize("strategy", ["llm", "llm_recall", "rule"])
 def test_judge_strategies_bounds_hold_and_model_requests_are_exact(strategy: str,
                                                                    tmp_path: Path) -> None:
     datasets = {"general_vqa": VQA, "general_vmcq": MCQ}
@@ -105,6 +105,9 @@ def test_judge_strategies_bounds_hold_and_model_requests_are_exact(strategy: str
         est, sent, _ = _run_and_compare(cfg, server)
     vqa, mcq = est.datasets
     assert (vqa.samples, mcq.samples, est.row("model").requests) == (6, 3, 18)
+    if strategy == "rule":  # no judge: no judge row, no judge request
+        assert [r.step for r in est.rows] == ["model"] and set(sent) == {("model", "m")}
+        return
     for judge in ("judge-a", "judge-b"):  # free-form samples only: choices match by letter
         assert est.row("judge", judge).requests == 6 * 2
         assert est.row("judge", judge).requests_with_repairs == 6 * 2 * 3  # max_retries 2
@@ -257,6 +260,9 @@ def test_cost_where_priced(tmp_path: Path) -> None:
     assert totals["cost"] == pytest.approx(est.cost(model) + est.cost(judge), abs=1e-6)
     assert totals["unpriced_models"] == ["free-judge"]
     assert totals["completion_tokens_max"] is None  # free-judge sends no cap
+    table = render_estimate(est)
+    assert f"{est.cost(model):,.4f}" in table and f"{est.cost(judge):,.4f}" in table
+    assert "Not priced (no cost shown): free-judge" in table
 
 
 def test_text_tokens_count_cjk_apart() -> None:

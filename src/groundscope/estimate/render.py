@@ -48,6 +48,7 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         "completion_tokens_max": None if any(r.cap is None for r in est.rows)
         else sum(r.completion_tokens or 0 for r in est.rows),
         "cost": None if total is None else round(total, 6),
+        "cost_prompt_only": any(r.cap is None and est.cost(r) is not None for r in est.rows),
         "unpriced_models": sorted({r.model_id for r in est.rows if est.cost(r) is None}),
     }
     return {"model": est.model, "datasets": [d.to_json() for d in est.datasets], "steps": steps,
@@ -85,7 +86,7 @@ def render_estimate(est: Estimate) -> str:
                  _n(summary["judge_requests_with_repairs_max"], True) if len(est.rows) > 1
                  else "-", f"~{summary['prompt_tokens']:,}",
                  _n(summary["completion_tokens_max"], True),
-                 _money(est.total_cost(), summary["completion_tokens_max"] is None)])
+                 _money(est.total_cost(), summary["cost_prompt_only"])])
     out += ["", tabulate(rows, headers=["Step", "Model", "Requests", "With repairs",
                                         "Prompt tokens", "Completion tokens", "Cost"],
                          disable_numparse=True, colalign=("left", "left", "right", "right",

@@ -54,6 +54,7 @@ UNKNOWN_IMAGE_TOKENS = 765
 AUDIO_TOKENS_PER_SECOND = 10
 UNKNOWN_AUDIO_SECONDS = 60.0
 VIDEO_TOKENS = 8 * 765
+_SIZES_MAX = 65_536  # media sizes remembered; the table is dropped when full
 _CAP_KEYS = ("max_completion_tokens", "max_output_tokens", "max_tokens")
 _CJK = re.compile("[\u1100-\u11ff\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
 
@@ -157,6 +158,8 @@ class TokenCounter:
     def _size(self, ref: MediaRef) -> media.MediaSize | None:
         key = (str(ref.kind), media.describe(ref), str(ref.base_dir) if ref.base_dir else None)
         if key not in self._sizes:
+            if len(self._sizes) >= _SIZES_MAX:  # memory stays bounded on a huge dataset
+                self._sizes.clear()
             try:
                 self._sizes[key] = self._probe(ref)
             except (MediaError, OSError):  # checked when loaded; gone since: size unknown
