@@ -15,7 +15,7 @@ from groundscope.errors import ConfigError, RecordError
 from groundscope.metrics import MetricAccumulator
 from groundscope.scoring import metric_names
 from groundscope.scoring.consistency import agreement
-from groundscope.scoring.grounding import majority_verdict, match_elements, tally
+from groundscope.scoring.grounding import match_elements, tally
 from groundscope.scoring.grounding_prompt import (
     claims_messages,
     equivalence_messages,
@@ -27,6 +27,7 @@ from groundscope.scoring.grounding_prompt import (
 )
 from groundscope.scoring.json_reply import ReplyError
 from groundscope.scoring.normalise import normalise_answer, same_answer
+from groundscope.scoring.verification import majority_verdict
 from groundscope.types import Score, ScoreStatus
 
 ROOT = Path(__file__).resolve().parents[1]

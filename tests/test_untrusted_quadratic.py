@@ -247,6 +247,9 @@ REVIEWED = {
     r"(?<![A-Za-z0-9])[A-Z](?![A-Za-z0-9])": "fixed width",
     r'[{}"\\]': "one character",
     "&(amp|lt|gt);": "fixed width",
+    r"<claim_(\d{1,6})>\n([^<]*)\n</claim_\1>":
+        "literal start; the [^<] run after one '<claim_N>' stops at the next '<' and only its "
+        "last character can start the closing tag: each run read twice at most",
     r"(?<=\d),(?=\d{3}\b)": "fixed width",
     r"['\u2019`]": "one character",
     r"[^\w\s.]|_|(?<!\d)\.|\.(?!\d)": "fixed width",

@@ -129,6 +129,11 @@ class GroundingConfig(_Strict):
     never sent; a record with more than ``max_elements`` expected elements is not scored
     for completeness; a paraphrase group is scored on its first ``max_group_size``
     answered members (by sample id), so it costs at most n(n-1)/2 equivalence requests.
+
+    ``verify`` says how claims are verified: ``per_claim`` (default: one request per claim,
+    vote and model) or ``batch`` (one request per answer, vote and model, replying with an
+    ordered verdict list; a batch that still breaks its contract after its repairs is
+    verified per claim for that answer and counted; ``scoring/verification.py``).
     """
 
     metrics: list[GroundingMetric] = Field(
@@ -142,6 +147,7 @@ class GroundingConfig(_Strict):
     max_claim_chars: int = Field(default=500, ge=16, le=100_000)
     max_elements: int = Field(default=64, ge=1, le=1024)
     max_group_size: int = Field(default=16, ge=2, le=256)
+    verify: Literal["per_claim", "batch"] = "per_claim"
 
 
 class JudgeConfig(_Strict):

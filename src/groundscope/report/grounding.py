@@ -5,8 +5,10 @@ accumulator like every other metric. This module adds the counts behind them to
 ``DatasetReport.extra["grounding"]``, per subset and overall, so a reader can see what each
 number rests on: answers scored, answers with no checkable claims (counted here, never
 scored 0), judge failures, claim verdict totals (and the contradicted share, which does not
-depend on the ``not_determinable`` policy), completeness element totals, and how many
-consistency groups were scored, fully consistent, too small or failed.
+depend on the ``not_determinable`` policy), batch verifications that broke their contract
+and were verified per claim instead (``batch_fallbacks``: answers, batches), completeness
+element totals, and how many consistency groups were scored, fully consistent, too small or
+failed.
 
 It also shows the fan-out bounds in force (``bounds``: ``max_claims``, ``max_claim_chars``,
 ``max_elements``, ``max_group_size``, ``max_reply_chars``, ``max_retries``) and everything
@@ -45,6 +47,9 @@ def _count(c: Counter[str], score: Score) -> None:
     if d.get("claims_over_limit") or d.get("claims_too_long"):
         c["answers_cut"] += 1
     if score.scorer == "grounding":
+        fallbacks = len(d.get("batch_fallbacks", ()))
+        c["batch_fallbacks"] += fallbacks
+        c["answers_batch_fallback"] += int(fallbacks > 0)
         if status is ScoreStatus.OK:
             c["answers"] += 1
             c["hallucinated"] += int(d.get("contradicted", 0) > 0)
@@ -82,6 +87,8 @@ def _block(c: Counter[str]) -> dict[str, Any]:
         "not_determinable": c["not_determinable"],
         "contradicted_claims_rate": c["contradicted"] / claims if claims else None,
         "hallucinated_answers": c["hallucinated"],
+        "batch_fallbacks": {"answers": c["answers_batch_fallback"],
+                            "batches": c["batch_fallbacks"]},
         "completeness": {"answers": c["completeness_answers"],
                          "no_elements": c["completeness_no_answer"],
                          "judge_failed": c["completeness_judge_failed"],
@@ -125,6 +132,7 @@ def with_grounding_stats(rep: DatasetReport, judge: JudgeConfig | None,
               "max_reply_chars": judge.max_reply_chars if judge is not None else None,
               "max_retries": retries}
     extra = {"policy": {"not_determinable": opts.not_determinable}, "votes": opts.votes,
+             "verify": opts.verify,
              "models": judge_ids(grounding_models(judge)), "bounds": bounds,
              "subsets": subsets, "overall": _block(total)}
     return rep.model_copy(update={"extra": {**rep.extra, "grounding": extra}})

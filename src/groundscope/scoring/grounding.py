@@ -4,10 +4,12 @@
 
 1. a judge extracts the answer's atomic, visually checkable claims (the question gives them
    context; ``{"claims": [...]}``, cached under ``claims``);
-2. each claim is verified against the sample's images / videos, one request per claim
-   (``{"verdict", "reason"}``, cached under ``verification``). Every grounding model casts
-   ``votes`` votes; the claim's verdict is the strict majority of the votes cast, else
-   ``not_determinable``; no vote at all makes the answer ``judge_failed``;
+2. each claim is verified against the sample's images / videos (``verification.py``), one
+   request per claim (``{"verdict", "reason"}``) or, with ``verify: batch``, all of the
+   answer's claims in one request (an ordered verdict list), cached under ``verification``.
+   Every grounding model casts ``votes`` votes; the claim's verdict is the strict majority
+   of the votes cast, else ``not_determinable``; no vote at all makes the answer
+   ``judge_failed``;
 3. with S supported, C contradicted and N not-determinable claims, under the policy
    ``judge.grounding.not_determinable``:
 
@@ -32,8 +34,9 @@ Bounds (``judge.grounding``; an answer and its judge's reply are untrusted): a c
 than ``max_claim_chars`` (500) is invalid: never sent, counted in ``detail.claims_too_long``;
 of the valid claims the first ``max_claims`` (32) are verified and the rest are counted in
 ``detail.claims_over_limit``, not sent (an answer of 5,000 claims costs 1 + 32 requests per
-vote and model, not 5,001). ``detail.claims_extracted`` then says how many the judge listed.
-The values are those of the verified claims; ``report/grounding.py`` totals what was cut.
+vote and model, not 5,001; in batch mode 1 + 1). ``detail.claims_extracted`` then says how
+many the judge listed. The values are those of the verified claims; ``report/grounding.py``
+totals what was cut.
 
 :class:`CompletenessScorer` (``metric_list: [completeness]``): for a record with
 ``elements: [...]``, the judge lists the elements the answer mentions (``{"covered": [...]}``,
@@ -51,7 +54,6 @@ Every claim's verdict, reason and votes are kept in ``Score.detail["claims"]``.
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -61,15 +63,13 @@ from groundscope.scoring.base import unusable
 from groundscope.scoring.grounding_prompt import (
     CLAIMS_SHAPE,
     COMPLETENESS_SHAPE,
-    VERIFY_SHAPE,
     claims_messages,
     completeness_messages,
-    parse_check,
     parse_claims,
     parse_covered,
-    verify_messages,
 )
 from groundscope.scoring.normalise import normalise_answer
+from groundscope.scoring.verification import verify_claims
 from groundscope.types import MediaRef, Modality, Prediction, Sample, Score, ScoreStatus
 
 if TYPE_CHECKING:
@@ -139,44 +139,6 @@ def tally(verdicts: Sequence[str], policy: str) -> tuple[dict[str, float], dict[
     return values, {key: float(n) for key in RATIO_KEYS}, counts
 
 
-def majority_verdict(cast: Sequence[tuple[str, str]]) -> tuple[str, str]:
-    """``(verdict, reason)`` from ``(verdict, reason)`` votes: the strict majority, else
-    ``not_determinable`` (conservative).
-
-    >>> majority_verdict([("supported", "a"), ("supported", "b"), ("contradicted", "c")])
-    ('supported', 'a')
-    >>> majority_verdict([("supported", "a"), ("contradicted", "c")])[0]
-    'not_determinable'
-    """
-    counts = Counter(v for v, _ in cast)
-    top, n = counts.most_common(1)[0]
-    if n * 2 > len(cast):
-        return top, next(r for v, r in cast if v == top)
-    split = ", ".join(f"{v} {counts[v]}" for v in sorted(counts))
-    return "not_determinable", f"no majority among {len(cast)} votes ({split})"
-
-
-async def verify_claim(panel: JudgePanel, opts: GroundingConfig, claim: str,
-                       media: Sequence[MediaRef]) -> dict[str, Any]:
-    """One claim's verdict from every model's votes (``verdict`` None: no vote was cast)."""
-    messages = verify_messages(claim, media)
-    variants: list[dict[str, Any]] = [{}] if opts.votes == 1 else [
-        {"temperature": opts.vote_temperature, "seed": k} for k in range(opts.votes)]
-    replies = await asyncio.gather(*(
-        panel.ask(i, messages, parse_check, purpose="verification", shape=VERIFY_SHAPE,
-                  overrides=v) for i in range(len(panel.ids)) for v in variants))
-    cast = [(r.value.verdict, r.value.reason) for r in replies if r.value is not None]
-    out: dict[str, Any] = {"claim": claim}
-    if cast:
-        out["verdict"], out["reason"] = majority_verdict(cast)
-    else:
-        out["verdict"], out["error"] = None, replies[0].error
-    if len(replies) > 1:
-        out["votes"] = [{"judge": r.judge, "verdict": r.value.verdict if r.value else None,
-                         "reason": r.value.reason if r.value else r.error} for r in replies]
-    return out
-
-
 @dataclass(frozen=True, slots=True)
 class GroundingScorer:
     """Claim-level grounding of a free-form answer (see the module docstring)."""
@@ -208,20 +170,24 @@ class GroundingScorer:
             reason = (f"every claim is longer than max_claim_chars ({self.options.max_claim_chars})"
                       if extracted.value else "no checkable claims")
             return self._no_claims(sample, prediction, reason, [], **cut)
-        checks = list(await asyncio.gather(*(verify_claim(self.panel, self.options, c, media)
-                                             for c in claims)))
+        checks, fallbacks = await verify_claims(self.panel, self.options, claims, media)
+        info: dict[str, Any] = dict(cut)
+        if self.options.verify == "batch":
+            info["verify"] = "batch"
+            if fallbacks:
+                info["batch_fallbacks"] = fallbacks
         failed = sum(c["verdict"] is None for c in checks)
         if failed:
             return self._status(sample, prediction, ScoreStatus.JUDGE_FAILED, claims=checks,
                                 judge_failed=f"verification: {failed} of {len(checks)} claims "
-                                             "got no verdict", stage="verification", **cut)
+                                             "got no verdict", stage="verification", **info)
         result = tally([c["verdict"] for c in checks], self.options.not_determinable)
         if result is None:
             return self._no_claims(sample, prediction,
                                    "no determinable claim (not_determinable is excluded)", checks,
-                                   **cut)
+                                   **info)
         values, weights, counts = result
-        detail = {"claims": checks, "n_claims": len(checks), **counts, **cut,
+        detail = {"claims": checks, "n_claims": len(checks), **counts, **info,
                   "grounding_score": values["grounding"],
                   "hallucination_rate": values["hallucination"]}
         return Score(sample.id, self.name, ScoreStatus.OK, values=values, weights=weights,
@@ -232,7 +198,7 @@ class GroundingScorer:
         return Score(sample.id, self.name, status, detail=detail, repeat=prediction.repeat)
 
     def _no_claims(self, sample: Sample, prediction: Prediction, reason: str,
-                   claims: list[dict[str, Any]], **cut: int) -> Score:
+                   claims: list[dict[str, Any]], **cut: Any) -> Score:
         return self._status(sample, prediction, ScoreStatus.NO_ANSWER, no_claims=True,
                             reason=reason, claims=claims, n_claims=len(claims), **cut)
 

@@ -12,6 +12,12 @@ The ``-v2`` markers name this quoting (``-v1`` quoted verbatim).
   the answer; reply ``{"claims": ["...", ...]}`` (may be empty);
 - verification, ``[groundscope-grounding/verify-v2]``: quotes one claim, then the media;
   reply ``{"verdict": "supported" | "contradicted" | "not_determinable", "reason": "..."}``;
+- batch verification (``judge.grounding.verify: batch``),
+  ``[groundscope-grounding/verify-batch-v1]``: quotes an answer's N claims in numbered
+  blocks ``<claim_1>`` ... ``<claim_N>``, then the media; reply
+  ``{"verdicts": [{"claim": 1, "verdict": "...", "reason": "..."}, ...]}``: exactly N
+  entries, entry k for claim k, no other key (its own contract, so v1; quoted as the -v2
+  steps are);
 - completeness, ``[groundscope-grounding/completeness-v2]``: quotes the answer and every
   expected element; reply ``{"covered": ["<element copied verbatim>", ...]}``; an element
   the judge copies in its quoted form (``&amp;``) is read back unquoted;
@@ -41,9 +47,11 @@ from groundscope.types import ContentPart, MediaPart, MediaRef, Message, TextPar
 
 CLAIMS_MARKER = "[groundscope-grounding/claims-v2]"
 VERIFY_MARKER = "[groundscope-grounding/verify-v2]"
+VERIFY_BATCH_MARKER = "[groundscope-grounding/verify-batch-v1]"
 COMPLETENESS_MARKER = "[groundscope-grounding/completeness-v2]"
 EQUIVALENCE_MARKER = "[groundscope-grounding/equivalence-v2]"
-MARKERS = (CLAIMS_MARKER, VERIFY_MARKER, COMPLETENESS_MARKER, EQUIVALENCE_MARKER)
+MARKERS = (CLAIMS_MARKER, VERIFY_MARKER, VERIFY_BATCH_MARKER, COMPLETENESS_MARKER,
+           EQUIVALENCE_MARKER)
 
 CHECK_VERDICTS = ("supported", "contradicted", "not_determinable")
 CLAIMS_SHAPE = '{"claims": ["<claim>", ...]}'
@@ -65,6 +73,13 @@ general knowledge and mere restatements of the question.
 
 _VERIFY_RULES = """Look at the attached image(s) and decide whether the claim below is true \
 of them.
+
+- supported: the image clearly shows that the claim is true.
+- contradicted: the image clearly shows that the claim is false.
+- not_determinable: the image does not show enough to tell (when in doubt, choose this)."""
+
+_VERIFY_BATCH_RULES = """Look at the attached image(s) and decide, for each numbered claim \
+below, whether it is true of them. Judge every claim on its own.
 
 - supported: the image clearly shows that the claim is true.
 - contradicted: the image clearly shows that the claim is false.
@@ -109,6 +124,29 @@ def verify_messages(claim: str, media: Sequence[MediaRef]) -> tuple[Message, ...
     return (Message("user", parts),)
 
 
+def verify_batch_shape(count: int) -> str:
+    """The reply shape of a batch of ``count`` claims (the prompt's and the repair turn's).
+
+    >>> verify_batch_shape(2).splitlines()[-1]
+    'exactly 2 entries, one per claim, in claim order: claim 1 first, claim 2 last'
+    """
+    return (f'{{"verdicts": [{{"claim": 1, "verdict": "supported" or "contradicted" or '
+            f'"not_determinable", "reason": "<one sentence>"}}, ...]}}\n'
+            f"exactly {count} entries, one per claim, in claim order: claim 1 first, "
+            f"claim {count} last")
+
+
+def verify_batch_messages(claims: Sequence[str], media: Sequence[MediaRef]
+                          ) -> tuple[Message, ...]:
+    """The batch verification request: every claim quoted in its numbered block
+    (``<claim_1>`` ...), then the media they are checked against."""
+    quoted_claims = [(f"claim_{k}", claim) for k, claim in enumerate(claims, 1)]
+    text = _prompt(VERIFY_BATCH_MARKER, _VERIFY_BATCH_RULES, quoted_claims,
+                   verify_batch_shape(len(claims)))
+    parts: tuple[ContentPart, ...] = (TextPart(text), *(MediaPart(m) for m in media))
+    return (Message("user", parts),)
+
+
 def completeness_messages(answer: str, elements: Sequence[str]) -> tuple[Message, ...]:
     """The completeness request: the answer and every expected element, quoted."""
     blocks = [("answer", answer), *(("element", e) for e in elements)]
@@ -131,6 +169,20 @@ def quoted(prompt: str, tag: str) -> list[str]:
     ['dog', 'salt & <pepper>']
     """
     return blocks(prompt, tag)
+
+
+_NUMBERED_CLAIM = re.compile(r"<claim_(\d{1,6})>\n([^<]*)\n</claim_\1>")
+
+
+def batch_claims(prompt: str) -> list[str]:
+    """The claims of a batch verification prompt, in their numbered order, unquoted (used
+    by the simulator; a quoted claim holds no ``<``, so one linear scan finds the blocks).
+
+    >>> batch_claims(verify_batch_messages(["a <b>", "c"], ())[0].content[0].text)
+    ['a <b>', 'c']
+    """
+    found = {int(m.group(1)): unescape(m.group(2)) for m in _NUMBERED_CLAIM.finditer(prompt)}
+    return [found[k] for k in range(1, len(found) + 1) if k in found]
 
 
 # ---------------------------------------------------------------- replies
@@ -171,11 +223,61 @@ def parse_check(text: str) -> Check:
     Check(verdict='not_determinable', reason='too dark')
     """
     obj = extract_object(text)
-    raw = required(obj, "verdict")
+    return Check(_check_label(required(obj, "verdict"), '"verdict"'),
+                 optional_text(obj, "reason"))
+
+
+def _check_label(raw: object, where: str) -> str:
     label = re.sub(r"[\s\-]+", "_", raw.strip().lower()) if isinstance(raw, str) else None
     if label not in CHECK_VERDICTS:
-        raise ReplyError(f'"verdict" must be one of {", ".join(CHECK_VERDICTS)}; got {shown(raw)}')
-    return Check(label, optional_text(obj, "reason"))
+        raise ReplyError(f'{where} must be one of {", ".join(CHECK_VERDICTS)}; got {shown(raw)}')
+    return label
+
+
+_ENTRY_KEYS = frozenset({"claim", "verdict", "reason"})
+
+
+def parse_checks(text: str, count: int) -> tuple[Check, ...]:
+    """The ``count`` verdicts of a batch verification reply, in claim order.
+
+    Strict: the object has only ``verdicts``, a list of exactly ``count`` objects; entry k
+    has only ``claim`` (the integer k: entries in claim order), ``verdict`` (read as
+    :func:`parse_check` reads it) and an optional ``reason``. Anything else, a wrong
+    count or order above all, is a ``ReplyError`` (a repair turn), never padded or cut.
+
+    >>> parse_checks('{"verdicts": [{"claim": 1, "verdict": "supported", "reason": "r"}]}', 1)
+    (Check(verdict='supported', reason='r'),)
+    >>> parse_checks('{"verdicts": [{"claim": 1, "verdict": "supported"}]}', 2)
+    Traceback (most recent call last):
+    ...
+    groundscope.scoring.json_reply.ReplyError: 2 claims were sent but "verdicts" has 1 entries
+    """
+    obj = extract_object(text)
+    if set(obj) - {"verdicts"}:
+        raise ReplyError(f'unexpected key {shown(min(set(obj) - {"verdicts"}))}: the object has '
+                         'only "verdicts"')
+    items = required(obj, "verdicts")
+    if not isinstance(items, list):
+        raise ReplyError('"verdicts" must be a list of objects')
+    if len(items) != count:
+        raise ReplyError(f'{count} claims were sent but "verdicts" has {len(items)} entries')
+    return tuple(_entry(item, k) for k, item in enumerate(items, 1))
+
+
+def _entry(item: object, k: int) -> Check:
+    where = f"verdicts[{k - 1}]"
+    if not isinstance(item, dict):
+        raise ReplyError(f"{where} must be an object, got {shown(item)}")
+    if set(item) - _ENTRY_KEYS:
+        raise ReplyError(f"{where} has an unexpected key {shown(min(set(item) - _ENTRY_KEYS))}")
+    number = item.get("claim")
+    if type(number) is not int:  # bool and 1.0 are not claim numbers
+        raise ReplyError(f'{where}: "claim" must be the claim number {k}, got {shown(number)}')
+    if number != k:
+        raise ReplyError(f"{where} is for claim {shown(number)}, but entry {k} must be for claim "
+                         f"{k} (one entry per claim, in claim order)")
+    return Check(_check_label(required(item, "verdict"), f'{where}: "verdict"'),
+                 optional_text(item, "reason"))
 
 
 def parse_covered(text: str) -> list[str]:

@@ -59,12 +59,14 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Reply(Generic[T]):
-    """What :meth:`JudgePanel.ask` got from one judge: a parsed ``value``, or an ``error``."""
+    """What :meth:`JudgePanel.ask` got from one judge: a parsed ``value``, or an ``error``
+    (``broke_contract``: the judge answered every try, but never as its contract says)."""
 
     judge: str
     value: T | None
     attempts: int
     error: str | None = None
+    broke_contract: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +217,8 @@ class JudgePanel:
                 messages = repair_messages(messages, text[:cap], problem, shape=shape)
         what = "verdict" if purpose == "judge" else f"{purpose} reply"
         return Reply(judge, None, self.cfg.max_retries + 1,
-                     f"no usable {what} after {self.cfg.max_retries + 1} replies: {problem}")
+                     f"no usable {what} after {self.cfg.max_retries + 1} replies: {problem}",
+                     broke_contract=True)
 
     def _mark_broken(self, i: int, error: str) -> None:
         if i not in self._broken:

@@ -21,13 +21,21 @@ the answers a simulated model gives about them::
   claim per sentence of the answer; an ``unparseable`` answer always gets garbage;
 - verification: ``contradicted`` if a request image's facts contradict the claim (compared
   case-insensitively), else ``supported`` if they support it, else ``not_determinable``;
+- batch verification: the same verdict for each numbered claim, as the ordered list its
+  contract asks for;
 - completeness: the expected elements listed in the answer's ``covers`` (verbatim), else
   those whose every word occurs in the answer;
 - equivalence: true when both answers normalise alike (``scoring/normalise.py``) or fall in
   one ``equivalent`` class (compared normalised).
 
 ``malformed_tries`` makes the first N tries of every request garbage (a retry carries N
-earlier assistant turns), to exercise repairs. ``calls`` counts requests per step.
+earlier assistant turns), to exercise repairs. ``verify_noise`` changes that share of
+verification verdicts to another verdict, deterministically per (``seed``, judge model, claim,
+images, the request's vote ``seed``): a claim gets the same verdict in both verification
+modes, and votes of one claim may differ. ``batch_fault`` breaks batch replies on their first
+``batch_fault_tries`` tries (None: every try): ``count`` drops the last verdict, ``order``
+rotates the entries (claim numbers out of order), ``verdict`` gives the first one an
+unknown verdict. ``calls`` counts requests per step (by marker).
 
 :class:`ScriptedAnswers` plays the evaluated model: a request whose last user text and media
 match an ``answers`` entry gets its ``answer``; anything else falls through to the oracle.
@@ -41,28 +49,35 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
 from groundscope.errors import ConfigError, GroundscopeError
 from groundscope.scoring.grounding_prompt import (
+    CHECK_VERDICTS,
     CLAIMS_MARKER,
     COMPLETENESS_MARKER,
     EQUIVALENCE_MARKER,
     MARKERS,
+    VERIFY_BATCH_MARKER,
     VERIFY_MARKER,
+    batch_claims,
     quoted,
 )
 from groundscope.scoring.judge_prompt import JUDGE_MARKER
 from groundscope.scoring.normalise import normalise_answer
-from groundscope.simulator.judge import JudgeResponder
+from groundscope.simulator.judge import JudgeResponder, unit_hash
 from groundscope.simulator.wire import Responder, SimReply, SimRequest
 
 if TYPE_CHECKING:
     from groundscope.config import SimulatorArgs
 
 _GARBAGE = ("Let me look at the image first.", '{"claims": "a dog"}', '{"verdict": "maybe"}')
+_REASONS = {"supported": "The image shows this.",
+            "contradicted": "The image shows otherwise.",
+            "not_determinable": "The image does not show enough to tell."}
+BatchFault = Literal["count", "order", "verdict"]
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _WORD = re.compile(r"\w+")
 
@@ -169,9 +184,15 @@ def _user_texts(messages: Any) -> list[str]:
 class GroundingResponder:
     """A ``Responder`` for the four grounding judge steps (see the module docstring)."""
 
-    def __init__(self, truth: GroundTruth | None = None, *, malformed_tries: int = 0) -> None:
+    def __init__(self, truth: GroundTruth | None = None, *, malformed_tries: int = 0,
+                 verify_noise: float = 0.0, seed: int = 0, batch_fault: BatchFault | None = None,
+                 batch_fault_tries: int | None = None) -> None:
+        if not 0.0 <= verify_noise <= 1.0:
+            raise ValueError("verify_noise must be in [0, 1]")
         self.truth = truth or GroundTruth()
         self.malformed_tries = malformed_tries
+        self.verify_noise, self.seed = verify_noise, seed
+        self.batch_fault, self.batch_fault_tries = batch_fault, batch_fault_tries
         self.calls: Counter[str] = Counter()
         self._lock = threading.Lock()
 
@@ -187,22 +208,49 @@ class GroundingResponder:
         tries = sum(1 for m in messages if isinstance(m, Mapping) and m.get("role") == "assistant")
         if tries < self.malformed_tries:
             return SimReply(_GARBAGE[tries % len(_GARBAGE)])
-        return SimReply(self._answer(step, prompt, req.media_ids))
+        if step == VERIFY_MARKER:
+            (claim,) = quoted(prompt, "claim")
+            verdict = self._verdict(claim, req)
+            return SimReply(_dump({"verdict": verdict, "reason": _REASONS[verdict]}))
+        if step == VERIFY_BATCH_MARKER:
+            return SimReply(self._batch(batch_claims(prompt), req, tries))
+        return SimReply(self._answer(step, prompt))
 
-    def _answer(self, step: str, prompt: str, media_ids: Sequence[str]) -> str:
+    def _verdict(self, claim: str, req: SimRequest) -> str:
+        verdict = self.truth.verdict(claim, req.media_ids)
+        if not self.verify_noise:
+            return verdict
+        key = (self.seed, req.body.get("model"), normalise_answer(claim), req.media_ids,
+               req.body.get("seed"))
+        if unit_hash(*key, "noise") >= self.verify_noise:
+            return verdict
+        others = [v for v in CHECK_VERDICTS if v != verdict]
+        return others[int(unit_hash(*key, "which") * len(others))]
+
+    def _batch(self, claims: Sequence[str], req: SimRequest, tries: int) -> str:
+        entries: list[dict[str, Any]] = []
+        for k, claim in enumerate(claims, 1):
+            verdict = self._verdict(claim, req)
+            entries.append({"claim": k, "verdict": verdict, "reason": _REASONS[verdict]})
+        fault = self.batch_fault
+        if fault is not None and (self.batch_fault_tries is None or tries < self.batch_fault_tries):
+            if fault == "count":
+                entries = entries[:-1]
+            elif fault == "order" and len(entries) > 1:
+                entries = entries[1:] + entries[:1]
+            elif fault == "order":
+                entries[0]["claim"] = 2
+            else:
+                entries[0]["verdict"] = "partly"
+        return _dump({"verdicts": entries})
+
+    def _answer(self, step: str, prompt: str) -> str:
         t = self.truth
         if step == CLAIMS_MARKER:
             (question,), (answer,) = quoted(prompt, "question"), quoted(prompt, "answer")
             if answer in t.unparseable:
                 return _GARBAGE[0]
             return _dump({"claims": t.extract(question, answer)})
-        if step == VERIFY_MARKER:
-            (claim,) = quoted(prompt, "claim")
-            verdict = t.verdict(claim, media_ids)
-            reason = {"supported": "The image shows this.",
-                      "contradicted": "The image shows otherwise.",
-                      "not_determinable": "The image does not show enough to tell."}[verdict]
-            return _dump({"verdict": verdict, "reason": reason})
         if step == COMPLETENESS_MARKER:
             (answer,) = quoted(prompt, "answer")
             return _dump({"covered": t.covered(answer, quoted(prompt, "element"))})

@@ -50,7 +50,8 @@ def v1_text(prompt: str) -> str:
     return unescape(prompt)
 
 
-def _unit(*parts: object) -> float:
+def unit_hash(*parts: object) -> float:
+    """A number in [0, 1) fixed by ``parts`` (the simulator's deterministic dice)."""
     raw = "\x1f".join(map(str, parts)).encode()
     return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big") / 2.0**64
 
@@ -108,14 +109,14 @@ class JudgeResponder:
         model = str(req.body.get("model", ""))
         key = v1_text(prompt)
         tries = sum(1 for m in messages if isinstance(m, Mapping) and m.get("role") == "assistant")
-        if tries < self.malformed_tries or _unit(self.seed, model, key, "bad") < self.malformed:
+        if tries < self.malformed_tries or unit_hash(self.seed, model, key, "bad") < self.malformed:
             return SimReply(_GARBAGE[tries % len(_GARBAGE)])
         parts = split_prompt(prompt)
         if parts is None:
             return SimReply("I cannot find the answers to compare.")
         _, references, prediction = parts
         correct = matches(prediction, references)
-        if _unit(self.seed, model, key, "noise") < self.noise:
+        if unit_hash(self.seed, model, key, "noise") < self.noise:
             correct = not correct
         reasoning = ("The prediction gives the reference answer." if correct
                      else "The prediction does not give the reference answer.")
