@@ -26,6 +26,7 @@ from groundscope.scoring.grounding_prompt import (
     CLAIMS_MARKER,
     COMPLETENESS_MARKER,
     EQUIVALENCE_MARKER,
+    VERIFY_BATCH_MARKER,
     VERIFY_MARKER,
 )
 from groundscope.scoring.judge_prompt import JUDGE_MARKER
@@ -34,6 +35,7 @@ from groundscope.types import MediaRef, Modality
 from media_fixtures import image_bytes, wav_bytes, write, write_jsonl
 
 MARKERS = {JUDGE_MARKER: "judge", CLAIMS_MARKER: "claims", VERIFY_MARKER: "verification",
+           VERIFY_BATCH_MARKER: "verification",
            COMPLETENESS_MARKER: "completeness", EQUIVALENCE_MARKER: "equivalence"}
 VQA = {"local_path": str(EXAMPLES / "vqa"), "subset_list": ["example_openai"]}
 MCQ = {"local_path": str(EXAMPLES / "mcq"), "subset_list": ["example"]}
@@ -132,6 +134,21 @@ def test_grounding_bounds_hold_with_votes_and_two_models(tmp_path: Path) -> None
         assert sent[("verification", model)] > 0
     assert est.row("completeness").requests == 4  # the records listing elements
     assert sent[("claims", "g-1")] > 0 and sent[("equivalence", "g-1")] > 0
+
+
+def test_batch_verification_bound_is_one_request_per_answer_and_vote(tmp_path: Path) -> None:
+    server = _server({"general_vqa": GROUNDING}, truth=TRUTH)
+    with server as url:
+        models = [{"model_id": f"g-{k}", "api_url": url} for k in "12"]
+        judge = {"models": models, "max_retries": 1,
+                 "grounding": {"votes": 3, "max_claims": 4, "verify": "batch"}}
+        est, sent, _ = _run_and_compare(_cfg(url, tmp_path, {"general_vqa": GROUNDING}, judge),
+                                        server)
+    for model in ("g-1", "g-2"):  # 16 answers x 3 votes; a broken batch falls back per claim
+        row = est.row("verification", model)
+        assert row.requests == 16 * 3
+        assert row.requests_with_repairs == (16 * 3 + 16 * 3 * 4) * 2
+        assert 0 < sent[("verification", model)] <= row.requests
 
 
 def test_fan_out_corpus_bounds_hold(tmp_path: Path) -> None:

@@ -13,7 +13,10 @@ judge         J, for a free-form sample with a reference (strategy ``llm``; a
               (``llm_recall``); an empty answer makes none
 claims        1 (the first grounding model), for a sample with an image or video
 verification  K x V per grounding model, for the same samples (an answer's first K
-              claims are verified, each by every model V times)
+              claims are verified, each by every model V times); with
+              ``verify: batch``, V per grounding model (one request per answer and
+              vote), and "with repairs" adds the per-claim fallback of a batch that
+              still breaks its contract after its repairs: K x V x (1 + R)
 completeness  1 (the first grounding model), for a record with 1..``max_elements``
               expected elements
 equivalence   per paraphrase group (subset, ``group``, repeat) of n samples, with
@@ -55,6 +58,7 @@ from groundscope.scoring.grounding_prompt import (
     claims_messages,
     completeness_messages,
     equivalence_messages,
+    verify_batch_messages,
     verify_messages,
 )
 from groundscope.scoring.judge import judge_ids
@@ -80,10 +84,11 @@ class StepRow:
     cap: int | None
     requests: int = 0
     prompt_tokens: int = 0
+    fallback: int = 0  # requests made only after a batch broke its contract (verify: batch)
 
     @property
     def requests_with_repairs(self) -> int:
-        return self.requests * (1 + self.repairs)
+        return (self.requests + self.fallback) * (1 + self.repairs)
 
     @property
     def completion_tokens(self) -> int | None:
@@ -171,9 +176,16 @@ class Steps:
         if steps.grounding and visual:
             self._row("claims", 0).add(r, prompt(claims_messages(sample.question, "")) + self.answer)
             claim = math.ceil(opts.max_claim_chars / CHARS_PER_TOKEN)
-            tokens = prompt(verify_messages("", visual)) + claim
+            single = prompt(verify_messages("", visual)) + claim
+            batch = prompt(verify_batch_messages([""] * opts.max_claims, visual)) \
+                + opts.max_claims * claim
             for i in range(len(self._grounders)):
-                self._row("verification", i).add(r * opts.max_claims * opts.votes, tokens)
+                row = self._row("verification", i)
+                if opts.verify == "batch":
+                    row.add(r * opts.votes, batch)
+                    row.fallback += r * opts.votes * opts.max_claims
+                else:
+                    row.add(r * opts.max_claims * opts.votes, single)
         elements = [str(e) for e in sample.metadata.get("elements") or ()]
         if steps.completeness and 1 <= len(elements) <= opts.max_elements:
             tokens = prompt(completeness_messages("", elements)) + self.answer
