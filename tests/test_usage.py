@@ -206,3 +206,18 @@ def test_price_uses_cached_input_and_lists_unpriced() -> None:
     u.price({})
     assert u.total.cost is None and u.unpriced == ["j", "m"]
 
+
+
+def test_score_counts_its_judge_calls_from_the_cache_as_cached(grounding, tmp_path: Path) -> None:
+    from groundscope.rescore import rescore_run
+
+    first, run_dir = grounding
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    usage = rescore_run(copy)["general_vqa"].summary.usage
+    was = first["general_vqa"].summary.usage
+    assert usage.by_step["model"].billed == was.by_step["model"].billed  # the saved answers
+    for step in ("claims", "verification", "completeness", "equivalence"):
+        assert usage.by_step[step].billed.requests == 0, step  # every reply from the cache
+        assert usage.by_step[step].cached.requests == (was.by_step[step].billed.requests
+                                                       + was.by_step[step].cached.requests), step

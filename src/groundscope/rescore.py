@@ -160,8 +160,8 @@ async def _process_dataset(cfg: TaskConfig, store: RunStore, run: DatasetRun, sk
         for row in rows.values():
             run.summary.count(row["status"] == PredictionStatus.OK.value, row.get("error_kind"))
             completion = prediction_from_json(row).completion
-            if completion is not None:  # re-scoring asks no model: its answers are cached
-                run.summary.usage.add(MODEL_STEP, cfg.model, completion.usage, billed=not rescore)
+            if completion is not None:  # as recorded: the report eval wrote, written again
+                run.summary.usage.add(MODEL_STEP, cfg.model, completion.usage, billed=True)
         if rescore:  # written aside: the saved reviews stay until every score is in
             store.stage_reviews(name, subset)
             await _rescore_subset(store, run, subset, rows.values(), ctx.judge_concurrency, redact)

@@ -9,7 +9,7 @@ has two :class:`Tokens` counts:
 - ``billed``: replies requested from the provider for this run's rows;
 - ``cached``: replies that cost no request: served from the judge response cache
   (``client/cache.py``), or reused from an earlier session of a resumed run (``--use-cache``:
-  the saved prediction and its reviews; in ``groundscope score``, the saved predictions).
+  the saved prediction and its reviews).
 
 ``prompt_tokens`` include ``cached_tokens`` (the provider's prompt cache, priced at
 ``cached_input`` when given) and ``completion_tokens`` include ``reasoning_tokens``, as the
@@ -19,8 +19,10 @@ Where the numbers come from, so a run directory can rebuild them: a prediction r
 ``usage`` (the model step) and a review row's ``usage`` (the judge calls made to score it,
 ``{step: {model: {"billed": Tokens, "cached": Tokens}}}``, written only when there were
 some). A dataset's ``summary.usage`` is the sum over its current prediction and review rows;
-``groundscope report`` counts each as it was recorded, so after a resume it shows the
-run's total, where the resumed ``eval`` showed the reused rows as cached.
+``groundscope report`` and ``score`` count each as it was recorded (a prediction row as
+billed: it was asked once; ``score`` counts the judge calls it makes now, most of them
+from the response cache), so after a resume they show the run's total, where the resumed
+``eval`` showed the reused rows as cached.
 
 ``summary.usage`` in the JSON report (``UsageSummary``)::
 
@@ -115,7 +117,7 @@ class Entry(BaseModel):
         self.billed.add(other.billed)
         self.cached.add(other.cached)
         if other.cost is not None:
-            self.cost = (self.cost or 0.0) + other.cost
+            self.cost = round((self.cost or 0.0) + other.cost, 12)
 
 
 class CallCounts(BaseModel):
@@ -168,7 +170,7 @@ class UsageSummary(BaseModel):
         for by_model in self.steps.values():
             for model, entry in by_model.items():
                 price = pricing.get(model)
-                entry.cost = entry.billed.cost(price) if price is not None else None
+                entry.cost = round(entry.billed.cost(price), 12) if price is not None else None
                 if price is None and entry.billed.requests:
                     unpriced.add(model)
         self.unpriced = sorted(unpriced)
