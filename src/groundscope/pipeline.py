@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from groundscope.errors import MediaError, ModelError
@@ -28,6 +28,7 @@ from groundscope.scoring import Scorer, score_safely
 from groundscope.scoring.groups import GROUP_REQUEST_HASH
 from groundscope.store import RunStore, prediction_from_json, sample_to_json, score_from_json
 from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
+from groundscope.usage import metering
 
 if TYPE_CHECKING:
     from groundscope.client.openai import ChatClient
@@ -165,15 +166,22 @@ async def _score(scorer: Scorer, sample: Sample, pred: Prediction, saved: Mappin
     if (saved is not None and saved.get("request_hash") == pred.request_hash
             and saved.get("status") != ScoreStatus.JUDGE_FAILED.value):
         return Scored(score_from_json(saved), scorer.keys, pred.request_hash, new=False)
-    return Scored(await score_safely(scorer, sample, pred, redact), scorer.keys, pred.request_hash)
+    with metering() as meter:  # the judge calls made to score it, kept with the score
+        score = await score_safely(scorer, sample, pred, redact)
+    if meter:
+        score = replace(score, usage=meter.to_json())
+    return Scored(score, scorer.keys, pred.request_hash)
 
 
 def record_score(store: RunStore, run: DatasetRun, sample: Sample, scored: Scored) -> None:
     """Keep a score of ``sample``: appended to its subset's reviews when new, added to the
-    dataset's averages and handed to its group stage."""
+    dataset's averages (and its judge calls to the usage: a reused review's as cached) and
+    handed to its group stage."""
     if scored.new:
         store.append_score(run.name, sample.subset, scored.score, scored.request_hash)
     run.acc.add(sample.subset, scored.score, scored.keys, category_of(sample.metadata))
+    if scored.score.usage:
+        run.summary.usage.add_calls(scored.score.usage, reused=not scored.new)
     run.groups.collect(sample.subset, scored.score)
 
 
@@ -182,3 +190,5 @@ async def finish_groups(store: RunStore, run: DatasetRun) -> None:
     for subset, score, keys in await run.groups.finish():
         store.append_score(run.name, subset, score, GROUP_REQUEST_HASH)
         run.acc.add(subset, score, keys)
+        if score.usage:
+            run.summary.usage.add_calls(score.usage)

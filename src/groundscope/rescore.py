@@ -33,11 +33,13 @@ from groundscope.scoring.judge import mock_judged
 from groundscope.store import (
     MEDIA_ROOTS_KEY,
     RunStore,
+    prediction_from_json,
     sample_from_json,
     saved_media_roots,
     score_from_json,
 )
 from groundscope.types import PredictionStatus
+from groundscope.usage import MODEL_STEP
 
 
 def load_run_config(run_dir: Path, judge: Mapping[str, Any] | None = None,
@@ -157,6 +159,9 @@ async def _process_dataset(cfg: TaskConfig, store: RunStore, run: DatasetRun, sk
         rows = store.load_predictions(name, subset)
         for row in rows.values():
             run.summary.count(row["status"] == PredictionStatus.OK.value, row.get("error_kind"))
+            completion = prediction_from_json(row).completion
+            if completion is not None:  # as recorded: the report eval wrote, written again
+                run.summary.usage.add(MODEL_STEP, cfg.model, completion.usage, billed=True)
         if rescore:  # written aside: the saved reviews stay until every score is in
             store.stage_reviews(name, subset)
             await _rescore_subset(store, run, subset, rows.values(), ctx.judge_concurrency, redact)
@@ -172,7 +177,8 @@ async def _process_dataset(cfg: TaskConfig, store: RunStore, run: DatasetRun, sk
     await finish_groups(store, run)  # re-scored groups (rescore only)
     store.commit_reviews()
     _note_unscored(run.summary, store, name, unscored)
-    return build_dataset_report(store, run, model=cfg.model_name, seed=cfg.seed, judge=cfg.judge)
+    return build_dataset_report(store, run, model=cfg.model_name, seed=cfg.seed, judge=cfg.judge,
+                                pricing=cfg.pricing)
 
 
 def _aggregate_subset(store: RunStore, run: DatasetRun, subset: str,
@@ -191,6 +197,8 @@ def _aggregate_subset(store: RunStore, run: DatasetRun, subset: str,
         have.add((score.sample_id, score.repeat, score.scorer))
         category = category_of(row["sample"]["metadata"]) if row else None
         run.acc.add(subset, score, keys[score.scorer], category)
+        if score.usage:
+            run.summary.usage.add_calls(score.usage)
     missing = sum(1 for sid, repeat in rows
                   if any((sid, repeat, s.name) not in have for s in run.scorers))
     return stale, ({"of": len(rows), "unscored": missing} if missing else {})

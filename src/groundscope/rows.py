@@ -18,12 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 from groundscope.errors import StoreError
 from groundscope.jsonl import read_jsonl_numbered
 from groundscope.types import AnswerKind, PredictionStatus, ScoreStatus
+from groundscope.usage import RowUsage
 
 __all__ = ["read_rows"]
 
 _LOOSE = ConfigDict(extra="allow")
 Id = StrictStr | StrictInt
 Number = Annotated[float, Field(strict=False)]
+TokenCount = Annotated[StrictInt, Field(ge=0, le=2**31 - 1)]  # as a reply's (client/reply.py)
 
 
 class _Part(BaseModel):
@@ -64,7 +66,8 @@ class _Prediction(_Keyed):
     prediction: StrictStr | None = None
     attempts: StrictInt = 1
     latency_s: Number = 0.0
-    usage: dict[Literal["prompt_tokens", "completion_tokens", "total_tokens"], StrictInt] | None = None
+    usage: dict[Literal["prompt_tokens", "completion_tokens", "total_tokens", "reasoning_tokens",
+                        "cached_tokens"], TokenCount] | None = None
     sample: _Sample
 
 
@@ -74,6 +77,7 @@ class _Review(_Keyed):
     values: dict[str, Number] = {}
     weights: dict[str, Number] = {}
     detail: dict[str, Any] | None = None
+    usage: RowUsage | None = None  # judge calls: {step: {model: {"billed", "cached"}}}
 
 
 class _Skipped(BaseModel):

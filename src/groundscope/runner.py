@@ -19,19 +19,20 @@ import logging
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from groundscope import logs
 from groundscope.config import TaskConfig
 from groundscope.errors import ErrorBudgetExceeded, NothingEvaluated, RecordError, one_error
+from groundscope.live import LiveView
 from groundscope.memory import TRIM_EVERY, release_free_memory
 from groundscope.pipeline import (
     NOTHING_SAVED,
     Hooks,
     Predicted,
     Saved,
+    Scored,
     evaluate_sample,
     finish_groups,
     record_score,
@@ -46,6 +47,7 @@ from groundscope.scoring import ScoringContext
 from groundscope.sidework import SideWork
 from groundscope.store import MEDIA_ROOTS_KEY, RunStore, check_subset_files
 from groundscope.types import PredictionStatus
+from groundscope.usage import MODEL_STEP
 
 if TYPE_CHECKING:
     from groundscope.client.openai import ChatClient
@@ -77,7 +79,8 @@ class Runner:
         self._errored = 0
         self._stop_reason: str | None = None
         self._side = SideWork([run.scorers for run in self.datasets])
-        self._progress = Progress(self.progress)
+        self._live = LiveView(self.datasets, self.scoring, cfg.pricing)
+        self._progress = Progress(self.progress, self._live.status)
         self._redactor = Redactor(cfg.secrets())  # log lines and error texts saved in outputs
 
     @property
@@ -204,6 +207,7 @@ class Runner:
         ahead = asyncio.Semaphore(min(n_model, _READ_AHEAD))
         self._model_slots = asyncio.Semaphore(n_model)
         self._score_slots = asyncio.Semaphore(n_score)
+        self._live.client = client
         self._progress.open()
         items = self._items()
         try:
@@ -244,8 +248,11 @@ class Runner:
                 self.store.append_prediction(run.name, item.subset, sample, p.prediction)
             self._count(run, p)
 
-        hooks = Hooks(self._model_slot(ahead), self._score_slots, predicted,
-                      partial(record_score, self.store, run, sample))
+        def scored(s: Scored) -> None:
+            record_score(self.store, run, sample, s)
+            self._live.scored(run, s)
+
+        hooks = Hooks(self._model_slot(ahead), self._score_slots, predicted, scored)
         await evaluate_sample(sample, item.repeat, run.scorers, client=client, saved=self._saved(item),
                               redact=self._redactor.redact, hooks=hooks)
         self._progress.advance(self._errored)
@@ -286,6 +293,8 @@ class Runner:
         s.count(pred.status is PredictionStatus.OK, pred.error_kind)
         s.cached += p.cached
         s.changed += p.changed
+        if pred.completion is not None:  # a reused answer cost nothing now: cached
+            s.usage.add(MODEL_STEP, self.cfg.model, pred.completion.usage, billed=not p.cached)
         self._done += 1
         if pred.status is PredictionStatus.OK:
             return
@@ -306,7 +315,7 @@ class Runner:
         out = []
         for run in self.datasets:
             out.append(build_dataset_report(self.store, run, model=cfg.model_name, seed=cfg.seed,
-                                            judge=cfg.judge))
+                                            judge=cfg.judge, pricing=cfg.pricing))
             log.info("%s: report written to %s", run.name, self.store.evalscope_report_file(run.name))
         page = write_page(self.run_dir, end_of_run=True)
         if page is not None:

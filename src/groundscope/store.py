@@ -214,15 +214,22 @@ def prediction_to_json(p: Prediction) -> dict[str, Any]:
         "reasoning": c.reasoning if c else None,
         "model": c.model if c else None,
         "finish_reason": c.finish_reason if c else None,
-        "usage": (
-            {"prompt_tokens": c.usage.prompt_tokens, "completion_tokens": c.usage.completion_tokens,
-             "total_tokens": c.usage.total_tokens} if c else None
-        ),
+        "usage": _usage_json(c.usage) if c else None,
         "error": p.error,
         "error_kind": p.error_kind,
         "attempts": p.attempts,
         "latency_s": round(p.latency_s, 6),
     }
+
+
+def _usage_json(u: Usage) -> dict[str, int]:
+    out = {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
+           "total_tokens": u.total_tokens}
+    if u.reasoning_tokens:  # the details only when the API reported them
+        out["reasoning_tokens"] = u.reasoning_tokens
+    if u.cached_tokens:
+        out["cached_tokens"] = u.cached_tokens
+    return out
 
 
 def prediction_from_json(row: Mapping[str, Any]) -> Prediction:
@@ -247,6 +254,8 @@ def score_to_json(s: Score) -> dict[str, Any]:
            "extracted": s.extracted, "detail": dict(s.detail)}
     if s.weights:  # only ratio (micro) metrics carry weights; other rows stay as they were
         row["weights"] = dict(s.weights)
+    if s.usage:  # judge calls (usage.py); rows of scorers that ask no judge stay as they were
+        row["usage"] = dict(s.usage)
     return row
 
 
@@ -257,6 +266,7 @@ def score_from_json(row: Mapping[str, Any]) -> Score:
         extracted=row.get("extracted"), detail=row.get("detail") or {},
         repeat=int(row.get("repeat", 0)),
         weights={k: float(v) for k, v in (row.get("weights") or {}).items()},
+        usage=row.get("usage") or {},
     )
 
 

@@ -1,11 +1,15 @@
 """The execution summary of one dataset in a run: what was asked, what came back, what was
-skipped. The runner's plan counts into it; the JSON report (``report/model.py``) carries it."""
+skipped, and what the models were asked (``usage``: requests, tokens and cost per step and
+model, ``usage.py``). The runner's plan counts into it; the JSON report
+(``report/model.py``) carries it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from groundscope.usage import UsageSummary
 
 __all__ = ["Summary"]
 
@@ -24,6 +28,7 @@ class Summary(BaseModel):
     errors_by_kind: dict[str, int] = Field(default_factory=dict)
     unscored: dict[str, int] = Field(default_factory=dict)  # subset -> predictions without a score
     warnings: list[str] = Field(default_factory=list)  # one line each, shown with the table
+    usage: UsageSummary = Field(default_factory=UsageSummary)  # requests, tokens, cost: usage.py
 
     def why_nothing(self, skipped_file: Path) -> str | None:
         """Why no sample was answered (every record bad, every request failed, no record),

@@ -153,9 +153,19 @@ class Sample:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """A reply's token counts, as the API reports them (0 where it reports nothing).
+
+    ``reasoning_tokens`` are part of ``completion_tokens`` (thinking the model did before
+    answering); ``cached_tokens`` are part of ``prompt_tokens`` (served from the provider's
+    prompt cache, usually billed at a lower price). The wire modules keep both within
+    their totals.
+    """
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +228,8 @@ class Score:
     ``weights`` makes a value part of a *ratio* (micro) metric: the value is ``part / whole``
     of this sample and its weight is ``whole`` (e.g. its number of claims), so the aggregate
     is ``sum(weight * value) / sum(weight)``; keys without a weight count once per sample.
+    ``usage`` holds the judge calls made to reach it, ``{step: {model: {"billed": counts,
+    "cached": counts}}}`` (``groundscope.usage``); empty when no judge was asked.
     """
 
     sample_id: str
@@ -228,6 +240,7 @@ class Score:
     detail: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     repeat: int = 0
     weights: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    usage: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,9 @@ Reply: ``text`` blocks joined are the answer, ``thinking`` blocks the reasoning;
 ``max_tokens`` / ``model_context_window_exceeded`` -> ``length``, ``refusal`` ->
 ``content_filter``, ``tool_use`` -> ``tool_calls``; others kept); usage ``prompt_tokens`` =
 ``input_tokens`` + ``cache_creation_input_tokens`` + ``cache_read_input_tokens`` (the
-cache counters are outside ``input_tokens`` here, inside ``prompt_tokens`` for OpenAI).
+cache counters are outside ``input_tokens`` here, inside ``prompt_tokens`` for OpenAI);
+``cached_tokens`` = ``cache_read_input_tokens``, ``reasoning_tokens`` =
+``output_tokens_details.thinking_tokens``.
 
 Errors (``{"type": "error", "error": {"type", "message"}}``): ``rate_limit_error`` (429),
 ``overloaded_error`` (529), ``api_error`` (500) and timeouts are retried; a 429 for a spend
@@ -52,7 +54,7 @@ from pydantic import SecretStr, StrictStr, ValidationError
 from groundscope import media
 from groundscope.client.http_errors import http_error
 from groundscope.client.openai import effective_config, endpoint_auth
-from groundscope.client.reply import LaxModel, TokenCount, empty_reply, malformed
+from groundscope.client.reply import LaxModel, TokenCount, empty_reply, malformed, token_usage
 from groundscope.client.wire import WireAPI, endpoint_url, image_url, system_text, unsupported
 from groundscope.errors import ConfigError, ModelError, ResponseError
 from groundscope.types import Completion, MediaPart, Message, Usage
@@ -161,17 +163,24 @@ class Block(LaxModel):
     thinking: StrictStr | None = None
 
 
+class OutputDetails(LaxModel):
+    thinking_tokens: TokenCount | None = None
+
+
 class MessagesUsage(LaxModel):
     input_tokens: TokenCount | None = None
     output_tokens: TokenCount | None = None
     cache_creation_input_tokens: TokenCount | None = None
     cache_read_input_tokens: TokenCount | None = None
+    output_tokens_details: OutputDetails | None = None
 
     def usage(self) -> Usage:
         prompt = ((self.input_tokens or 0) + (self.cache_creation_input_tokens or 0)
                   + (self.cache_read_input_tokens or 0))
-        completion = self.output_tokens or 0
-        return Usage(prompt, completion, prompt + completion)
+        details = self.output_tokens_details
+        return token_usage(prompt, self.output_tokens, None,
+                           reasoning=details.thinking_tokens if details else None,
+                           cached=self.cache_read_input_tokens)
 
 
 class MessagesReply(LaxModel):

@@ -30,6 +30,7 @@ import orjson
 from groundscope import media
 from groundscope.bounds import MAX_RUN_LINE_BYTES
 from groundscope.client.openai import ChatClient, effective_config
+from groundscope.client.reply import MAX_TOKEN_COUNT
 from groundscope.errors import StoreError
 from groundscope.fileio import open_regular, write_error
 from groundscope.jsonl import Shard
@@ -85,16 +86,22 @@ def cache_key(model_id: str, api_url: str, messages: Sequence[Message],
 
 
 def completion_to_json(c: Completion) -> dict[str, Any]:
+    u = c.usage
     return {"text": c.text, "reasoning": c.reasoning, "model": c.model,
             "finish_reason": c.finish_reason,
-            "usage": [c.usage.prompt_tokens, c.usage.completion_tokens, c.usage.total_tokens]}
+            "usage": [u.prompt_tokens, u.completion_tokens, u.total_tokens, u.reasoning_tokens,
+                      u.cached_tokens]}
 
 
 def completion_from_json(row: Mapping[str, Any]) -> Completion:
+    """A cached reply (an older line has three usage counts); a count that is not a
+    non-negative int below 2**31 makes the line unreadable (ValueError: skipped)."""
     usage = row.get("usage") or [0, 0, 0]
+    if len(usage) > 5 or not all(type(u) is int and 0 <= u <= MAX_TOKEN_COUNT for u in usage):
+        raise ValueError("usage")
     return Completion(text=str(row.get("text") or ""), model=str(row.get("model") or ""),
                       finish_reason=row.get("finish_reason"), reasoning=row.get("reasoning"),
-                      usage=Usage(*(int(u) for u in usage)))
+                      usage=Usage(*usage))
 
 
 class ResponseCache:
@@ -167,12 +174,14 @@ class CachedChat:
     and ``generation_config`` form the key with the messages. ``connect`` builds the client on
     the first miss, inside the running loop, so a fully cached run opens no connection.
     Identical requests in flight at once are sent once. ``requests`` counts calls that
-    reached the client, ``hits`` calls answered from the cache.
+    reached the client, ``hits`` calls answered from the cache. ``on_reply(completion,
+    cached)`` hears of every reply returned (``cached``: from the cache, no request sent).
     """
 
     def __init__(self, cache: ResponseCache, *, model_id: str, api_url: str,
                  generation_config: Mapping[str, Any] | None, connect: Connect,
-                 api: str = "openai_api") -> None:
+                 api: str = "openai_api",
+                 on_reply: Callable[[Completion, bool], None] | None = None) -> None:
         self.cache = cache
         self.model_id = model_id
         self.api_url = redact_url(api_url)  # URL credentials never enter a key
@@ -184,6 +193,7 @@ class CachedChat:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self.hits = 0
         self.requests = 0
+        self._on_reply = on_reply or (lambda _c, _cached: None)
 
     def __repr__(self) -> str:
         return f"CachedChat(model_id={self.model_id!r})"
@@ -197,6 +207,7 @@ class CachedChat:
         hit = self.cache.get(key)
         if hit is not None:
             self.hits += 1
+            self._on_reply(hit, True)
             return hit
         lock, users = self._locks.get(key, (asyncio.Lock(), 0))
         self._locks[key] = (lock, users + 1)
@@ -205,11 +216,13 @@ class CachedChat:
                 hit = self.cache.get(key)
                 if hit is not None:
                     self.hits += 1
+                    self._on_reply(hit, True)
                     return hit
                 client = await self._ensure_client()
                 self.requests += 1
                 completion = await client.complete(messages, generation_config=self.generation_config)
                 self.cache.put(key, completion, model=self.model_id)
+                self._on_reply(completion, False)
                 return completion
         finally:
             lock, users = self._locks[key]

@@ -255,6 +255,7 @@ class ChatClient:
         self.concurrency = concurrency
         self.max_response_bytes = max_response_bytes
         self.gate: Gate = gate or LocalGate(concurrency)
+        self.retries = 0  # attempts retried so far (the live view)
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._redirects_logged: set[str] = set()
@@ -306,9 +307,14 @@ class ChatClient:
         # remote audio first (MediaFetchError), then the body (MediaError): neither retried
         fetched = await self.fetcher.fetch_all(messages) if self.wire.remote_audio else None
         body = orjson.dumps(self.wire.body(messages, self.model, config, fetched))
-        completion, _ = await call_with_retry(
-            lambda: self._post(body), self.retry, on_retry=on_retry or _log_retry
-        )
+        report = on_retry or _log_retry
+
+        def counted(attempt: int, error: RetryableError, delay: float) -> None:
+            self.retries += 1
+            report(attempt, error, delay)
+
+        completion, _ = await call_with_retry(lambda: self._post(body), self.retry,
+                                              on_retry=counted)
         return completion
 
     async def _post(self, body: bytes) -> Completion:

@@ -4,7 +4,9 @@ The reply is validated by a pydantic model of what the API promises, lax where t
 lax: unknown fields are ignored; ``model``, ``finish_reason``, ``usage`` and each usage field
 may be missing or null; ``content`` is a string, null, or a list of parts (strings, or
 objects whose ``text``, when present, is a string; other parts such as images are skipped);
-``reasoning_content`` / ``reasoning`` are used when they are strings. Anything else (not
+``reasoning_content`` / ``reasoning`` are used when they are strings; ``usage`` is read with
+its ``prompt_tokens_details.cached_tokens`` and ``completion_tokens_details.reasoning_tokens``
+(each optional). Anything else (not
 JSON, NaN where a value is read, JSON nested deeper than the parser's limit, not an object,
 ``choices`` missing, empty or not a list, a message that is not an object, content of
 another type, a usage count that is not a non-negative integer below 2**31, a
@@ -71,19 +73,45 @@ class ReplyChoice(LaxModel):
     finish_reason: StrictStr | None = None
 
 
+class PromptDetails(LaxModel):
+    """``prompt_tokens_details`` (chat) / ``input_tokens_details`` (Responses)."""
+
+    cached_tokens: TokenCount | None = None
+
+
+class CompletionDetails(LaxModel):
+    """``completion_tokens_details`` (chat) / ``output_tokens_details`` (Responses)."""
+
+    reasoning_tokens: TokenCount | None = None
+
+
 class ReplyUsage(LaxModel):
     prompt_tokens: TokenCount | None = None
     completion_tokens: TokenCount | None = None
     total_tokens: TokenCount | None = None
+    prompt_tokens_details: PromptDetails | None = None
+    completion_tokens_details: CompletionDetails | None = None
 
     def usage(self) -> Usage:
-        return token_usage(self.prompt_tokens, self.completion_tokens, self.total_tokens)
+        prompt, completion = self.prompt_tokens_details, self.completion_tokens_details
+        return token_usage(self.prompt_tokens, self.completion_tokens, self.total_tokens,
+                           reasoning=completion.reasoning_tokens if completion else None,
+                           cached=prompt.cached_tokens if prompt else None)
 
 
-def token_usage(prompt: int | None, completion: int | None, total: int | None) -> Usage:
-    """A reply's token counts (missing: 0; a missing total: the sum of the other two)."""
+def token_usage(prompt: int | None, completion: int | None, total: int | None, *,
+                reasoning: int | None = None, cached: int | None = None) -> Usage:
+    """A reply's token counts (missing: 0; a missing total: the sum of the other two).
+    Reasoning tokens are part of the completion's, cached ones of the prompt's: a reply
+    that says more is held to its totals, so it cannot make a cost negative.
+
+    >>> token_usage(10, 5, None, reasoning=9, cached=40)
+    Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15, reasoning_tokens=5, cached_tokens=10)
+    """
     prompt, completion = prompt or 0, completion or 0
-    return Usage(prompt, completion, total if total is not None else prompt + completion)
+    return Usage(prompt, completion, total if total is not None else prompt + completion,
+                 reasoning_tokens=min(reasoning or 0, completion),
+                 cached_tokens=min(cached or 0, prompt))
 
 
 class ChatReply(LaxModel):

@@ -23,8 +23,9 @@ answer; ``reasoning`` items' summary and content texts the reasoning. ``status``
 (``max_output_tokens`` -> ``length``, ``content_filter`` kept: an empty filtered answer is a
 ``content_filter`` error); ``failed`` -> the response's error (``server_error`` /
 ``rate_limit_exceeded`` retried as ``response_failed``, others not); any other status is
-``response_status``. Usage: ``input_tokens`` / ``output_tokens`` (reasoning tokens
-included) / ``total_tokens``. Error replies have the chat API's shape and mapping.
+``response_status``. Usage: ``input_tokens`` (``input_tokens_details.cached_tokens``
+of them from the prompt cache) / ``output_tokens`` (``output_tokens_details.reasoning_tokens``
+of them reasoning) / ``total_tokens``. Error replies have the chat API's shape and mapping.
 
 >>> from groundscope.types import Message
 >>> body = build_body([Message("system", "Be brief."), Message("user", "Hi")], "gpt", {})
@@ -41,7 +42,14 @@ from pydantic import SecretStr, StrictStr, ValidationError
 
 from groundscope.client.http_errors import error_kind, http_error, truncate
 from groundscope.client.openai import effective_config, endpoint_auth
-from groundscope.client.reply import LaxModel, TokenCount, malformed, token_usage
+from groundscope.client.reply import (
+    CompletionDetails,
+    LaxModel,
+    PromptDetails,
+    TokenCount,
+    malformed,
+    token_usage,
+)
 from groundscope.client.wire import WireAPI, endpoint_url, image_url, system_text, unsupported
 from groundscope.errors import ModelError, ResponseError, RetryableError
 from groundscope.types import Completion, MediaPart, Message, Usage
@@ -148,9 +156,14 @@ class ResponsesUsage(LaxModel):
     input_tokens: TokenCount | None = None
     output_tokens: TokenCount | None = None
     total_tokens: TokenCount | None = None
+    input_tokens_details: PromptDetails | None = None
+    output_tokens_details: CompletionDetails | None = None
 
     def usage(self) -> Usage:
-        return token_usage(self.input_tokens, self.output_tokens, self.total_tokens)
+        cached, reasoning = self.input_tokens_details, self.output_tokens_details
+        return token_usage(self.input_tokens, self.output_tokens, self.total_tokens,
+                           reasoning=reasoning.reasoning_tokens if reasoning else None,
+                           cached=cached.cached_tokens if cached else None)
 
 
 class ResponsesReply(LaxModel):

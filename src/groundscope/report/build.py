@@ -7,6 +7,7 @@ last."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -18,6 +19,7 @@ from groundscope.report.model import DatasetReport, MetricRow
 if TYPE_CHECKING:
     from groundscope.config import JudgeConfig
     from groundscope.metrics import MetricAccumulator
+    from groundscope.pricing import Price
     from groundscope.store import RunStore
     from groundscope.summary import Summary
 
@@ -36,9 +38,11 @@ class DatasetTotals(Protocol):
 
 
 def build_dataset_report(store: RunStore, run: DatasetTotals, *, model: str, seed: int,
-                         judge: JudgeConfig | None) -> DatasetReport:
+                         judge: JudgeConfig | None,
+                         pricing: Mapping[str, Price] | None = None) -> DatasetReport:
     """The dataset's report (subsets in their planned order, else as scored), written in
-    both formats."""
+    both formats; its usage priced at ``pricing``."""
+    run.summary.usage.price(pricing or {})
     rep = DatasetReport(
         model=model, dataset=run.name, pretty_name=run.pretty_name,
         primary_metric=run.primary_metric, subsets=run.acc.subsets() or run.subsets,

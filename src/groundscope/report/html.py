@@ -2,7 +2,8 @@
 
 ``write_html(run_dir)`` reads the run directory (never the dataset, never the network;
 media previews only from inside the media roots the run recorded) and writes
-``<run_dir>/report.html`` with: the execution summary, the metrics table (the terminal
+``<run_dir>/report.html`` with: the execution summary (with the usage: requests, tokens
+and cost per step and model), the metrics table (the terminal
 table's labels and score format, plus 95% CI columns), charts (per-subset bars with CI
 error bars, score distributions, request latency), a per-sample browser (filters, search,
 paging; rendered in the browser from one embedded JSON blob) and the redacted config.
@@ -30,6 +31,7 @@ from groundscope.report.plots import Bar, bar_chart, histogram
 from groundscope.report.rundata import PASS_THRESHOLD, RunData, load_run
 from groundscope.report.samples import collect
 from groundscope.report.table import cut_notes, format_score, metric_label
+from groundscope.usage import Entry, UsageSummary, cost_text, step_rows
 
 log = logging.getLogger("groundscope")
 _SKIPPED_SHOWN = 500
@@ -95,6 +97,7 @@ def _summary_section(run: RunData) -> str:
         if s.errors_by_kind:
             rows = sorted(s.errors_by_kind.items(), key=lambda kv: -kv[1])
             out.append(table(["Error kind", "Samples"], [list(r) for r in rows], numeric={1}))
+        out.append(_usage_block(s.usage))
         notes = cut_notes(rep.extra)
         if notes:
             items = "".join(f"<li>{escape(n)}</li>" for n in notes)
@@ -114,6 +117,29 @@ def _summary_section(run: RunData) -> str:
         out.append("<p>No dataset report was found in this run directory.</p>")
     out.append("</section>")
     return "\n".join(out)
+
+
+def _usage_block(usage: UsageSummary) -> str:
+    """Requests and tokens per step and model (billed; served from a cache apart) and cost."""
+    total = usage.total
+    if not total.billed.requests and not total.cached.requests:
+        return ""
+    rows = [[step, model, *_usage_cells(entry)] for step, model, entry in step_rows(usage)]
+    rows.append(["total", "", *_usage_cells(total)])
+    headers = ["Step", "Model", "Requests", "Prompt tokens", "of them cached", "Completion tokens",
+               "of them reasoning", "Cost", "Cached replies (not billed)"]
+    note = cost_text(None, usage.unpriced)
+    note_html = f'<p class="gs-note">{escape(note)}: its cost is not counted.</p>' if note else ""
+    return (f'<div class="gs-usage"><h4>Usage</h4>'
+            f'{table(headers, rows, cls="gs-table gs-usage-table", numeric=set(range(2, 9)))}'
+            f"{note_html}</div>")
+
+
+def _usage_cells(entry: Entry) -> list[Any]:
+    b = entry.billed
+    cost = "–" if entry.cost is None else f"{entry.cost:.4g}"
+    return [b.requests, b.prompt_tokens, b.cached_tokens, b.completion_tokens, b.reasoning_tokens,
+            cost, entry.cached.requests]
 
 
 def _value_html(value: Any) -> str:

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from groundscope.bounds import MAX_REFERENCES
 from groundscope.terminal import visible
+from groundscope.usage import UsageSummary, usage_line
 
 
 class RowView(Protocol):
@@ -45,6 +46,8 @@ class SummaryView(Protocol):
     def skipped(self) -> int: ...
     @property
     def cached(self) -> int: ...
+    @property
+    def usage(self) -> UsageSummary: ...
 
 
 class DatasetView(Protocol):
@@ -159,7 +162,8 @@ def cut_notes(extra: Mapping[str, Any]) -> list[str]:
 
 
 def render_summary(reports: Sequence[DatasetView]) -> str:
-    """One line per dataset: requested / succeeded / errored / skipped, and exclusions."""
+    """One line per dataset: requested / succeeded / errored / skipped, and exclusions; then
+its usage line (requests and tokens per step and model, cached apart, cost), if any."""
     lines = []
     for rep in reports:
         s = rep.summary
@@ -176,4 +180,7 @@ def render_summary(reports: Sequence[DatasetView]) -> str:
             parts.append(f"up to {worst} sample(s) excluded from a metric (no reference / failed)")
         parts += [f"bounded: {note}" for note in cut_notes(rep.extra)]
         lines.append(visible(f"{rep.pretty_name}: " + ", ".join(parts)))
+        usage = usage_line(s.usage)
+        if usage:
+            lines.append(visible(f"{rep.pretty_name} {usage}"))
     return "\n".join(lines)

@@ -19,6 +19,7 @@ from groundscope.errors import GroundscopeError
 from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
 
 if TYPE_CHECKING:
+    from groundscope.client.openai import ChatClient
     from groundscope.config import JudgeConfig, TaskConfig
 
 T = TypeVar("T")
@@ -55,6 +56,7 @@ class ScoringContext:
     timeout: float = 300.0
     max_retries: int = 5
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    judge_clients: list[ChatClient] = field(default_factory=list)  # connected: the live view
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _shared: dict[str, Any] = field(default_factory=dict)
 

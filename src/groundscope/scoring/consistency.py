@@ -54,6 +54,7 @@ from groundscope.scoring.grounding_prompt import (
 )
 from groundscope.scoring.normalise import normalise_answer, same_answer
 from groundscope.types import Prediction, Sample, Score, ScoreStatus
+from groundscope.usage import metering
 
 if TYPE_CHECKING:
     from groundscope.scoring.judge import JudgePanel
@@ -162,6 +163,13 @@ class ConsistencyScorer:
 
     async def _group(self, check: Equivalence, gid: str, repeat: int,
                      rows: Sequence[Score]) -> Score:
+        """One group's score, with the equivalence calls made for it (its ``usage``)."""
+        with metering() as meter:  # this task's own scope: the groups run side by side
+            score = await self._score_group(check, gid, repeat, rows)
+        return replace(score, usage=meter.to_json()) if meter else score
+
+    async def _score_group(self, check: Equivalence, gid: str, repeat: int,
+                           rows: Sequence[Score]) -> Score:
         answered = [MemberRow.of(m) for m in sorted(rows, key=lambda m: m.sample_id)
                     if m.status is ScoreStatus.OK]
         over = len(answered) - self.max_group_size

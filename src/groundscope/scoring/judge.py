@@ -24,7 +24,9 @@ The verdict is one use of :meth:`JudgePanel.ask`, the generic step "ask judge *i
 request, parse the reply with this contract, repair a broken reply a bounded number of
 times". The grounding steps (claim extraction, verification, completeness, equivalence;
 ``scoring/grounding.py``) use it too, each with its own ``purpose``: its own cache file
-``<run_dir>/cache/<purpose>.jsonl``, over the same per-model HTTP client.
+``<run_dir>/cache/<purpose>.jsonl``, over the same per-model HTTP client. Every reply
+(requested or from the cache) is counted in the caller's ``usage.metering`` scope under its
+step (``usage.step_of(purpose)``) and the judge's model id.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from groundscope.scoring.agreement import human_label
 from groundscope.scoring.json_reply import ReplyError
 from groundscope.scoring.judge_prompt import judge_messages, parse_verdict, repair_messages
 from groundscope.types import Message, Sample
+from groundscope.usage import record_call, step_of
 
 if TYPE_CHECKING:
     from groundscope.client.cache import CachedChat, ResponseCache
@@ -234,10 +237,13 @@ class JudgePanel:
 
             model = self.cfg.models[i]
             mock_url(self.ctx, model)  # no simulator to talk to: an error now, not a vote lost
+            step = step_of(purpose)
             chat = CachedChat(response_cache(self.ctx, purpose), model_id=model.model_id,
                               api_url=model.api_url, api=model.eval_type,
                               generation_config={**model.generation_config, **overrides},
-                              connect=lambda: self._client(i))
+                              connect=lambda: self._client(i),
+                              on_reply=lambda c, cached: record_call(step, model.model_id,
+                                                                     c.usage, cached))
             self._chats[key] = chat
         return chat
 
@@ -248,6 +254,7 @@ class JudgePanel:
             if client is None:
                 client = self._clients[i] = await self._connect(self.cfg.models[i])
                 self.ctx.on_close(client.aclose)
+                self.ctx.judge_clients.append(client)  # the live view reads its counters
             return client
 
     async def _connect(self, model: JudgeModel) -> ChatClient:

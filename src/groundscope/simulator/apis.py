@@ -13,7 +13,6 @@ Routes: ``/v1/chat/completions``, ``/v1/messages``, ``/v1/responses`` (and each 
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from groundscope.simulator.wire import (
     completion_body,
     error_response,
     json_response,
+    reply_tokens,
 )
 
 ErrorResponse = Callable[..., web.Response]
@@ -46,10 +46,6 @@ class SimAPI:
 
 def _chat_as_is(body: dict[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
     return body
-
-
-def _tokens(text: str) -> int:
-    return max(1, math.ceil(len(text) / 4))
 
 
 # ---------------------------------------------------------------- Anthropic Messages
@@ -136,13 +132,15 @@ def messages_reply(req: SimRequest, reply: SimReply, prompt_tokens: int) -> dict
     if reply.reasoning is not None:
         content.append({"type": "thinking", "thinking": reply.reasoning, "signature": "sim"})
     content.append({"type": "text", "text": reply.content, "citations": None})
+    out_tokens, thinking = reply_tokens(reply)
     return {
         "id": f"msg_sim_{req.key[:12]}_{req.attempt}", "type": "message", "role": "assistant",
         "model": req.body["model"], "content": content,
         "stop_reason": _STOP_REASONS.get(reply.finish_reason, reply.finish_reason),
         "stop_sequence": None,
-        "usage": {"input_tokens": prompt_tokens, "output_tokens": _tokens(reply.content),
-                  "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+        "usage": {"input_tokens": prompt_tokens, "output_tokens": out_tokens,
+                  "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+                  "output_tokens_details": {"thinking_tokens": thinking}},
     }
 
 
@@ -230,7 +228,7 @@ def responses_reply(req: SimRequest, reply: SimReply, prompt_tokens: int) -> dic
                    "status": "completed" if done else "incomplete",
                    "content": [{"type": "output_text", "text": reply.content, "annotations": []}]})
     reason = {"length": "max_output_tokens"}.get(reply.finish_reason, reply.finish_reason)
-    out_tokens = _tokens(reply.content)
+    out_tokens, reasoning = reply_tokens(reply)
     return {
         "id": f"resp_sim_{req.key[:12]}_{req.attempt}", "object": "response",
         "created_at": int(time.time()), "status": "completed" if done else "incomplete",
@@ -243,7 +241,7 @@ def responses_reply(req: SimRequest, reply: SimReply, prompt_tokens: int) -> dic
         "usage": {"input_tokens": prompt_tokens,
                   "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
                   "output_tokens": out_tokens,
-                  "output_tokens_details": {"reasoning_tokens": 0},
+                  "output_tokens_details": {"reasoning_tokens": reasoning},
                   "total_tokens": prompt_tokens + out_tokens},
     }
 

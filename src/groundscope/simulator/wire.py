@@ -179,7 +179,7 @@ def completion_body(req: SimRequest, reply: SimReply, prompt_tokens: int) -> dic
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if reply.reasoning is not None:
         message["reasoning_content"] = reply.reasoning
-    completion_tokens = max(1, math.ceil(len(reply.content) / 4))
+    completion_tokens, reasoning_tokens = reply_tokens(reply)
     return {
         "id": f"chatcmpl-sim-{req.key[:12]}-{req.attempt}",
         "object": "chat.completion",
@@ -189,7 +189,16 @@ def completion_body(req: SimRequest, reply: SimReply, prompt_tokens: int) -> dic
         "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason,
                      "logprobs": None}],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
+                  "total_tokens": prompt_tokens + completion_tokens,
+                  "prompt_tokens_details": {"cached_tokens": 0},
+                  "completion_tokens_details": {"reasoning_tokens": reasoning_tokens}},
     }
+
+
+def reply_tokens(reply: SimReply) -> tuple[int, int]:
+    """``(completion tokens, reasoning tokens of them)``: about 4 characters a token, the
+    reasoning counted inside the completion as the APIs count it."""
+    reasoning = math.ceil(len(reply.reasoning) / 4) if reply.reasoning else 0
+    return max(1, math.ceil(len(reply.content) / 4)) + reasoning, reasoning
 
 

@@ -1,0 +1,92 @@
+"""The live view of a running eval, one short text for the progress display (``progress.py``):
+
+    rouge-l-r 0.734 | in flight 7/8, judges 3/8 | retries 2, 429s 0 | 12.3k in / 4.5k out | cost 0.0123
+
+- the running primary score of the dataset being scored (the mean of its OK scores so far;
+  a ratio metric's weighted mean, as the report's; not the final figure, which has CIs);
+- requests in flight against the current in-flight limit, of the evaluated model's endpoint
+  and of the judges' together (``GateStats``: a rate-limiting gate lowers the limit);
+- transport retries and 429 answers so far, model and judges together;
+- billed tokens so far (prompt / completion) and their cost at ``pricing`` (``usage.py``).
+
+Every number is read when the text is asked for; the only per-sample work is adding the
+primary value to a running sum.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from groundscope.types import ScoreStatus
+from groundscope.usage import Tokens, cost_text, short_count
+
+if TYPE_CHECKING:
+    from groundscope.client.openai import ChatClient
+    from groundscope.pipeline import Scored
+    from groundscope.plan import DatasetRun
+    from groundscope.pricing import Price
+    from groundscope.scoring import ScoringContext
+
+
+class LiveView:
+    """What the progress display shows of a run (see the module docstring)."""
+
+    def __init__(self, runs: Sequence[DatasetRun], scoring: ScoringContext,
+                 pricing: Mapping[str, Price]) -> None:
+        self.runs = runs
+        self.scoring = scoring
+        self.pricing = pricing
+        self.client: ChatClient | None = None
+        self._sums: dict[str, list[float]] = {}  # dataset -> [sum of weight*value, sum of weight]
+        self._current: str | None = None
+
+    def scored(self, run: DatasetRun, scored: Scored) -> None:
+        """One score of ``run``: its primary value joins the running mean."""
+        score, key = scored.score, run.primary_metric
+        if score.status is not ScoreStatus.OK or key not in score.values:
+            return
+        weight = float(score.weights.get(key, 1.0))
+        sums = self._sums.get(run.name)
+        if sums is None:
+            sums = self._sums[run.name] = [0.0, 0.0]
+        sums[0] += weight * float(score.values[key])
+        sums[1] += weight
+        self._current = run.name
+
+    def status(self) -> str:
+        parts = []
+        run = next((r for r in self.runs if r.name == self._current), None)
+        if run is not None and self._sums[run.name][1] > 0:
+            num, den = self._sums[run.name]
+            parts.append(f"{run.primary_metric} {num / den:.3f}")
+        clients = ([self.client] if self.client is not None else [], self.scoring.judge_clients)
+        flights = []
+        for name, group in zip(("in flight", "judges"), clients, strict=True):
+            if group:
+                stats = [c.gate.stats for c in group]
+                flights.append(f"{name} {sum(s.in_flight for s in stats)}/"
+                               f"{sum(s.limit for s in stats)}")
+        if flights:
+            parts.append(", ".join(flights))
+        every = [*clients[0], *clients[1]]
+        retries = sum(c.retries for c in every)
+        limited = sum(c.gate.stats.rate_limited for c in every)
+        parts.append(f"retries {retries}, 429s {limited}")
+        billed = Tokens()
+        unpriced: set[str] = set()
+        cost: float | None = None
+        for r in self.runs:
+            usage = r.summary.usage
+            usage.price(self.pricing)
+            total = usage.total
+            billed.add(total.billed)
+            unpriced.update(usage.unpriced)
+            if total.cost is not None:
+                cost = (cost or 0.0) + total.cost
+        parts.append(f"{short_count(billed.prompt_tokens)} in / "
+                     f"{short_count(billed.completion_tokens)} out")
+        priced = cost_text(cost, []) if cost is not None else ""
+        if priced:
+            parts.append(priced + (" (some models unpriced)" if unpriced else ""))
+        return " | ".join(parts)

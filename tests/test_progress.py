@@ -1,0 +1,128 @@
+"""The live view of a long run (issue 14, item 4): next to done (of total), rate and ETA,
+the progress display shows the running primary score, requests in flight against the
+current limit, retries and 429s so far, tokens and cost so far; plain lines without a
+terminal, every PLAIN_EVERY samples or PLAIN_INTERVAL_S seconds."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from groundscope import progress, run_task
+from groundscope.progress import Progress
+from groundscope.simulator import SimBehaviour, SimulatorServer
+from groundscope.usage import short_count
+from reliability_support import MODEL, dataset_args, samples_of, write_dataset
+
+
+class Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def lines() -> Iterator[list[str]]:
+    handler = Lines()
+    logger = logging.getLogger("groundscope")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield handler.lines
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_plain_lines_every_n_samples_carry_the_status(lines: list[str]) -> None:
+    asked = []
+
+    def status() -> str:
+        asked.append(1)
+        return "rouge-l-r 0.500 | in flight 3/8"
+
+    clock = Clock()
+    p = Progress(False, status, total=10, every=4, interval_s=1e9, clock=clock)
+    p.open()
+    for _ in range(9):
+        clock.now += 2.0
+        p.advance(1)
+    shown = [x for x in lines if "samples done" in x]
+    assert shown == ["4/10 samples done (1 errored), 8s, 0.5/s, ETA 12s | rouge-l-r 0.500 | in flight 3/8",
+                     "8/10 samples done (1 errored), 16s, 0.5/s, ETA 4s | rouge-l-r 0.500 | in flight 3/8"]
+    assert len(asked) == 2  # the status is built per line, not per sample
+
+
+def test_plain_line_after_the_interval(lines: list[str]) -> None:
+    clock = Clock()
+    p = Progress(False, lambda: "x", every=1000, interval_s=30.0, clock=clock)
+    p.open()
+    clock.now += 10
+    p.advance(0)
+    assert not [x for x in lines if "samples done" in x]
+    clock.now += 25  # 35 s since the start
+    p.advance(0)
+    assert [x for x in lines if "samples done" in x] == ["2 samples done (0 errored), 35s, 0.0571/s | x"]
+
+
+def test_bar_postfix_is_throttled(capsys: pytest.CaptureFixture[str]) -> None:
+    asked = []
+    clock = Clock()
+    p = Progress(True, lambda: asked.append(1) or "cost 0.01", clock=clock)
+    p.open()
+    for _ in range(100):
+        p.advance(0)  # no time passes: the status is not asked for
+    assert asked == []
+    clock.now += progress.POSTFIX_EVERY_S
+    p.advance(0)
+    p.close()
+    assert asked == [1] and "cost 0.01" in capsys.readouterr().err
+
+
+def test_a_run_shows_score_in_flight_retries_429s_tokens_and_cost(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(progress, "PLAIN_EVERY", 1)
+    data = write_dataset(tmp_path, per_subset=6)
+    # every request is answered 429 once (with Retry-After), then succeeds
+    server = SimulatorServer(samples_of(data), SimBehaviour(rate_429=1.0, max_faults_per_key=1,
+                                                           retry_after_s=0.01))
+    server.start()
+    try:
+        report = run_task(model=MODEL, api_url=server.base_url, datasets=["general_vqa"],
+                          dataset_args=dataset_args(data), work_dir=str(tmp_path / "out"),
+                          no_timestamp=True, eval_batch_size=4, retry_base_delay=0.01,
+                          pricing={MODEL: {"input": 3.0, "output": 15.0}})
+    finally:
+        server.stop()
+    rep = report["general_vqa"]
+    log_file = Path(report.run_dir) / "logs" / "eval_log.log"  # the lines as a user sees them
+    shown = [x.split("INFO: ", 1)[1] for x in log_file.read_text().splitlines()
+             if "samples done" in x]
+    assert len(shown) == 12
+    last = shown[-1]
+    assert last.startswith("12 samples done (0 errored), ")
+    assert f"{rep.primary_metric} {rep.score():.3f}" in last  # the running score, at the end
+    assert "in flight 0/4" in last  # nothing left in flight, against the limit of 4
+    assert "retries 12, 429s 12" in last
+    billed = rep.summary.usage.total.billed
+    assert billed.requests == 12
+    assert f"{short_count(billed.prompt_tokens)} in / {short_count(billed.completion_tokens)} out" in last
+    assert f"cost {rep.summary.usage.total.cost:.4g}" in last
+    first = shown[0]
+    assert re.search(r"retries \d+, 429s \d+", first) and "in flight " in first
