@@ -102,12 +102,13 @@ def vqa_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], P
 
 
 def test_three_shards_merged_equal_the_single_run(vqa_run, tmp_path: Path) -> None:
-    cfg, single, shards = vqa_run
+    _, single, shards = vqa_run
     report = merge_runs(shards, tmp_path / "merged")
     merged = Path(report.run_dir)
     _assert_same_run(single, merged)
     summary = report.dataset("general_vqa").summary
     assert summary.skipped == 3 and summary.requested > 0  # bad records and the duplicate, once
+    assert sum(len(_skipped(d)) for d in shards) == 3  # each written by one shard only
     # each shard asked a real part, and no sample twice
     parts = [set(k[:3] for k in _rows(d, "predictions")) for d in shards]
     assert all(parts) and sum(map(len, parts)) == len(set().union(*parts))
