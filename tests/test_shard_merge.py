@@ -269,3 +269,29 @@ def test_dealer_deals_round_robin_and_keeps_groups_together() -> None:
 def test_merge_needs_a_run_directory(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="not a directory"):
         merge_runs([tmp_path / "nope"], tmp_path / "m")
+
+
+def test_resumed_shards_and_more_shards_than_records(tmp_path: Path) -> None:
+    """The Kubernetes recipe: each shard runs with --use-cache on its (empty) directory and
+    is resumed the same way; with more shards than records, a shard dealt nothing ends
+    normally, and the merge still equals the single run."""
+    data = tmp_path / "data"
+    write(data, "a.jpg", image_bytes("JPEG", color="red"))
+    write_jsonl(data / "d.jsonl", [
+        {"id": f"q{i}", "answer": "a red square", "messages": [{"role": "user", "content": [
+            {"type": "text", "text": f"Question {i}?"},
+            {"type": "image_url", "image_url": {"url": "a.jpg"}}]}]} for i in range(2)])
+    cfg = {"model": "m", "eval_type": "mock", "datasets": ["general_vqa"],
+           "dataset_args": {"general_vqa": {"local_path": str(data)}},
+           "work_dir": str(tmp_path / "single"), "no_timestamp": True}
+    run_task(cfg)
+    dirs = []
+    for k in (1, 2, 3):
+        shard = tmp_path / f"shard-{k}"
+        shard.mkdir()
+        for _ in range(2):  # started, then resumed (a retried pod)
+            run_task({**cfg, "use_cache": str(shard), "shard": f"{k}/3"})
+        dirs.append(shard)
+    assert not _rows(dirs[2], "predictions")  # dealt nothing, ended normally
+    report = merge_runs(dirs, tmp_path / "merged")
+    _assert_same_run(tmp_path / "single", Path(report.run_dir))
