@@ -295,3 +295,18 @@ def test_resumed_shards_and_more_shards_than_records(tmp_path: Path) -> None:
     assert not _rows(dirs[2], "predictions")  # dealt nothing, ended normally
     report = merge_runs(dirs, tmp_path / "merged")
     _assert_same_run(tmp_path / "single", Path(report.run_dir))
+
+
+def test_a_shard_is_resumed_as_the_same_shard(vqa_run, tmp_path: Path) -> None:
+    cfg, single, shards = vqa_run
+    copy = tmp_path / "copy"
+    shutil.copytree(shards[0], copy)
+    before = _rows(copy, "predictions")
+    for shard, why in [("2/3", "is shard 1/3; resume it as that, not --shard 2/3"),
+                       (None, "is shard 1/3; resume it as that, not without --shard")]:
+        with pytest.raises(ConfigError, match=why):
+            run_task({**cfg, "use_cache": str(copy), "shard": shard})
+    with pytest.raises(ConfigError, match="is a whole run"):
+        run_task({**cfg, "use_cache": str(single), "shard": "1/3"})
+    assert _rows(copy, "predictions") == before
+    assert json.loads((copy / "config.json").read_text())["shard"] == "1/3"

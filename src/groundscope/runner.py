@@ -41,7 +41,7 @@ from groundscope.progress import Progress
 from groundscope.redaction import Redactor
 from groundscope.report.build import build_dataset_report, write_page
 from groundscope.report.model import Report
-from groundscope.resume import warn_config_changes
+from groundscope.resume import check_same_shard, warn_config_changes
 from groundscope.scoring import ScoringContext
 from groundscope.sharding import Dealer
 from groundscope.sidework import SideWork
@@ -100,6 +100,7 @@ class Runner:
         if self.store.note:
             log.warning("%s", self.store.note)
         if cfg.use_cache:
+            check_same_shard(self.run_dir, cfg.shard)
             warn_config_changes(self.run_dir, cfg.redacted())
         from groundscope import media
 
