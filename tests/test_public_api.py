@@ -7,7 +7,7 @@ import groundscope
 
 EXPECTED = {
     "ConfigError", "DatasetArgs", "DatasetError", "DatasetReport", "GroundscopeError",
-    "JudgeConfig", "RecordError", "Report", "TaskConfig", "__version__", "run_task",
+    "JudgeConfig", "RecordError", "Report", "TaskConfig", "__version__", "merge_runs", "run_task",
 }
 
 

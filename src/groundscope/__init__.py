@@ -21,12 +21,14 @@ __all__ = [
     "Report",
     "TaskConfig",
     "__version__",
+    "merge_runs",
     "run_task",
 ]
 
 if TYPE_CHECKING:
     from groundscope.config import DatasetArgs, JudgeConfig, TaskConfig
     from groundscope.errors import ConfigError, DatasetError, GroundscopeError, RecordError
+    from groundscope.merge import merge_runs
     from groundscope.report.model import DatasetReport, Report
     from groundscope.run import run_task
 
@@ -41,6 +43,7 @@ _LAZY = {
     "Report": "groundscope.report.model",
     "DatasetReport": "groundscope.report.model",
     "run_task": "groundscope.run",
+    "merge_runs": "groundscope.merge",
 }
 
 

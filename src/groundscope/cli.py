@@ -1,4 +1,4 @@
-"""Command line: ``groundscope eval | score | report | simulate``.
+"""Command line: ``groundscope eval | score | report | merge | simulate``.
 
 Thin by design: argv -> config dict -> ``TaskConfig`` -> ``run_task``. User errors are one
 line on stderr and exit code 2; a run stopped by its error budget, or one in which a
@@ -116,6 +116,8 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     a("--work-dir", default=_S, help="where run directories are created (default ./outputs)")
     a("--no-timestamp", action="store_true", default=_S, help="write into --work-dir itself")
     a("--use-cache", metavar="RUN_DIR", default=_S, help="resume a run directory")
+    a("--shard", metavar="K/N", default=_S, help="ask only part K of N of the records (K from 1; "
+      "join the parts with groundscope merge)")
     a("--repeats", type=int, default=_S, help="ask each sample this many times")
     a("--seed", type=int, default=_S, help="seed for shuffling and the bootstrap (default 42)")
     a("--ignore-errors", action="store_true", default=_S,
@@ -179,6 +181,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with several run directories: the comparison page (./comparison.html)")
     report.add_argument("--seed", type=_seed, default=0,
                         help="seed of the paired permutation test (0..2**32-1)")
+    merge = sub.add_parser("merge", help="join the run directories of eval --shard K/N")
+    merge.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    merge.add_argument("--work-dir", default="./outputs",
+                       help="where the merged run directory is created (default ./outputs)")
+    merge.add_argument("--partial", action="store_true",
+                       help="merge even with shards missing or unfinished (the report says so)")
     sim = sub.add_parser("simulate", help="serve the offline model simulator on loopback")
     sim.add_argument("--host", default="127.0.0.1")
     sim.add_argument("--port", type=int, default=8000)
@@ -325,6 +333,18 @@ def _cmd_report(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_merge(ns: argparse.Namespace) -> int:
+    from groundscope.merge import merge_runs
+    from groundscope.report.table import render_summary
+    from groundscope.terminal import visible
+
+    report = merge_runs(ns.run_dirs, ns.work_dir, partial=ns.partial)
+    print(report.table())
+    print(render_summary(report.datasets))
+    print(f"Merged {len(ns.run_dirs)} shards into {visible(report.run_dir)}")
+    return 0
+
+
 def _sim_behaviour(ns: argparse.Namespace) -> SimBehaviour:
     from groundscope.simulator import SimBehaviour
 
@@ -375,7 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"groundscope {version('groundscope')}")
         return 0
     commands = {"eval": _cmd_eval, "score": _cmd_score, "report": _cmd_report,
-                "simulate": _cmd_simulate}
+                "merge": _cmd_merge, "simulate": _cmd_simulate}
     if ns.command not in commands:
         parser.print_help()
         return 2

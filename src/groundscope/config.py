@@ -39,6 +39,7 @@ from groundscope.errors import ConfigError
 from groundscope.keys import Secret, redacted, secret_values
 from groundscope.media import DEFAULT_MAX_PIXELS
 from groundscope.pricing import MAX_PRICED_MODELS, Price
+from groundscope.sharding import parse_shard
 
 # EvalScope's spellings (``service``, ``server``, ``simulator``) read as ours (compat.EVAL_TYPES)
 _EvalScopeName = BeforeValidator(lambda v: compat.EVAL_TYPES.get(v, v) if isinstance(v, str) else v)
@@ -222,6 +223,7 @@ class TaskConfig(_Strict):
     max_error_rate: float | None = Field(default=None, ge=0.0, le=1.0)
     simulator: SimulatorArgs = Field(default_factory=SimulatorArgs)
     pricing: dict[str, Price] = Field(default_factory=dict, max_length=MAX_PRICED_MODELS)
+    shard: str | None = None  # "K/N": this run asks the K-th of N parts (sharding.py)
 
     @model_validator(mode="wrap")
     @classmethod
@@ -244,6 +246,11 @@ class TaskConfig(_Strict):
     @classmethod
     def _limit(cls, v: Any) -> int | float | None:
         return check_limit(v)
+
+    @field_validator("shard")
+    @classmethod
+    def _shard(cls, v: str | None) -> str | None:
+        return None if v is None else "{}/{}".format(*parse_shard(v))
 
     @field_validator("datasets")
     @classmethod

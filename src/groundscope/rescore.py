@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -104,21 +104,23 @@ def rescore_run(run_dir: str | Path, *, judge: Mapping[str, Any] | None = None,
     return asyncio.run(_process_run(Path(run_dir), judge, rescore=True, key_env=key_env))
 
 
-def rebuild_report(run_dir: str | Path) -> Report:
-    """Re-aggregate saved reviews into reports (no scorer runs, no request is sent)."""
-    return asyncio.run(_process_run(Path(run_dir), None, rescore=False))
+def rebuild_report(run_dir: str | Path, *, notes: Sequence[str] = ()) -> Report:
+    """Re-aggregate saved reviews into reports (no scorer runs, no request is sent);
+    ``notes``: lines added to every dataset's summary warnings (a partial merge)."""
+    return asyncio.run(_process_run(Path(run_dir), None, rescore=False, notes=notes))
 
 
 async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescore: bool,
-                       key_env: Iterable[str] | None = None) -> Report:
+                       key_env: Iterable[str] | None = None, notes: Sequence[str] = ()) -> Report:
     cfg = load_run_config(run_dir, judge, key_env)
     config = read_run_config(run_dir)
     # the run's honoured roots and --media-root given now, never this cwd
     with media_roots_in_force((*saved_media_roots(config, run_dir), *chosen_media_roots())):
-        return await _process_run_in_roots(run_dir, cfg, rescore=rescore)
+        return await _process_run_in_roots(run_dir, cfg, rescore=rescore, notes=notes)
 
 
-async def _process_run_in_roots(run_dir: Path, cfg: TaskConfig, *, rescore: bool) -> Report:
+async def _process_run_in_roots(run_dir: Path, cfg: TaskConfig, *, rescore: bool,
+                                notes: Sequence[str] = ()) -> Report:
     store = RunStore(run_dir, cfg.model_name, legacy_model=cfg.model_id or cfg.model).lock()
     store.resume_hint = (f"the saved reviews are unchanged: free some space, then run "
                          f"groundscope {'score' if rescore else 'report'} {run_dir} again")
@@ -133,7 +135,7 @@ async def _process_run_in_roots(run_dir: Path, cfg: TaskConfig, *, rescore: bool
                 server = await start_judge_simulator(cfg.simulator)
                 ctx.on_close(server.astop)
                 ctx.mock_url = server.base_url
-            reports = [await _process_dataset(cfg, store, plan_scoring(cfg, name, ctx),
+            reports = [await _process_dataset(cfg, store, _planned(cfg, name, ctx, notes),
                                               skipped.get(name, 0), ctx, redact, rescore=rescore)
                        for name in cfg.datasets]
         finally:
@@ -144,6 +146,15 @@ async def _process_run_in_roots(run_dir: Path, cfg: TaskConfig, *, rescore: bool
     finally:
         store.unlock()
     return Report(run_dir=str(run_dir), model=cfg.model_name, datasets=reports)
+
+
+def _planned(cfg: TaskConfig, name: str, ctx: ScoringContext, notes: Sequence[str]) -> DatasetRun:
+    """The dataset's scorers and aggregates, its subsets in the order ``eval`` planned them
+    (``subset_list``; a listed folder's are sorted by name, as the accumulator sorts)."""
+    args = cfg.dataset_args.get(name)
+    run = plan_scoring(cfg, name, ctx, (args.subset_list if args else None) or ())
+    run.summary.warnings.extend(notes)
+    return run
 
 
 async def _process_dataset(cfg: TaskConfig, store: RunStore, run: DatasetRun, skipped: int,

@@ -65,3 +65,16 @@ def warn_config_changes(run_dir: Path, new: Mapping[str, Any]) -> None:
         log.warning("resuming %s with a changed config: %s; samples whose request or "
                     "reference changed are asked or scored again, never mixed",
                     run_dir, ", ".join(changed))
+
+
+def check_same_shard(run_dir: Path, shard: str | None) -> None:
+    """``--use-cache`` resumes a shard (``--shard K/N``) as that same shard, and a whole run
+    as a whole run: a ``ConfigError`` (before anything is written) when the saved run's
+    ``shard`` differs, since its directory would then hold two parts under one name."""
+    if not (run_dir / "config.json").is_file():
+        return
+    saved = read_run_config(run_dir).get("shard")
+    if saved != shard:
+        was = f"shard {saved}" if saved else "a whole run (no --shard)"
+        now = f"--shard {shard}" if shard else "without --shard"
+        raise ConfigError(f"use_cache: {run_dir} is {was}; resume it as that, not {now}")

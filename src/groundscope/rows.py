@@ -20,7 +20,7 @@ from groundscope.jsonl import read_jsonl_numbered
 from groundscope.types import AnswerKind, PredictionStatus, ScoreStatus
 from groundscope.usage import RowUsage
 
-__all__ = ["read_rows"]
+__all__ = ["read_rows", "read_rows_numbered"]
 
 _LOOSE = ConfigDict(extra="allow")
 Id = StrictStr | StrictInt
@@ -94,6 +94,12 @@ Kind = Literal["prediction", "review", "skipped"]
 
 def read_rows(path: Path, kind: Kind) -> Iterator[dict[str, Any]]:
     """The rows of ``path`` (see the module docstring)."""
+    for _, row in read_rows_numbered(path, kind):
+        yield row
+
+
+def read_rows_numbered(path: Path, kind: Kind) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, row)`` of ``path``, checked as :func:`read_rows` checks them."""
     model = _MODELS[kind]
     for lineno, row in read_jsonl_numbered(path):
         try:
@@ -107,4 +113,4 @@ def read_rows(path: Path, kind: Kind) -> Iterator[dict[str, Any]]:
                     isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
                     for v in row[name].values()):
                 raise StoreError(f"{path}:{lineno}: {name}: every value must be a finite number")
-        yield row
+        yield lineno, row

@@ -42,11 +42,12 @@ from groundscope.progress import Progress
 from groundscope.redaction import Redactor
 from groundscope.report.build import build_dataset_report, write_page
 from groundscope.report.model import Report
-from groundscope.resume import warn_config_changes
+from groundscope.resume import check_same_shard, warn_config_changes
 from groundscope.scoring import ScoringContext
+from groundscope.sharding import Dealer
 from groundscope.sidework import SideWork
 from groundscope.store import MEDIA_ROOTS_KEY, RunStore, check_subset_files
-from groundscope.types import PredictionStatus
+from groundscope.types import PredictionStatus, Sample
 from groundscope.usage import MODEL_STEP
 
 if TYPE_CHECKING:
@@ -102,6 +103,7 @@ class Runner:
         if self.store.note:
             log.warning("%s", self.store.note)
         if cfg.use_cache:
+            check_same_shard(self.run_dir, cfg.shard)
             warn_config_changes(self.run_dir, cfg.redacted())
         from groundscope import media
 
@@ -148,7 +150,7 @@ class Runner:
         if self._stop_reason:
             logs.close()
             raise ErrorBudgetExceeded(self._stop_reason)
-        empty = nothing_evaluated(report)
+        empty = nothing_evaluated(report, shard=cfg.shard is not None)
         if empty:
             raise NothingEvaluated(empty, report)
         return report
@@ -172,20 +174,27 @@ class Runner:
     # ------------------------------------------------------------------ the stream
 
     def _items(self) -> Iterator[Item]:
+        dealer = Dealer.of(self.cfg.shard)  # a shard reads every record, asks its own
         for run in self.datasets:
             seen: dict[str, str] = {}  # ids are unique per subset (its outputs are its own)
             current = None
             for subset, loaded in iter_samples(self.cfg, run, strict=self.cfg.strict):
                 if subset != current:
                     current, seen = subset, {}
+                mine = dealer is None or dealer.owns(*_deal_key(run.name, subset, loaded))
                 if isinstance(loaded, RecordError):
-                    self._skip(run, subset, str(loaded))
+                    if mine:
+                        self._skip(run, subset, str(loaded))
                     continue
-                self._side.loaded(loaded)
+                if mine:
+                    self._side.loaded(loaded)
                 first = seen.setdefault(loaded.id, str(loaded.origin))
                 if first != str(loaded.origin):
-                    self._skip(run, subset, f"{loaded.origin}: id: duplicate sample id {loaded.id!r} "
-                                            f"(first at {first})")
+                    if mine:
+                        self._skip(run, subset, f"{loaded.origin}: id: duplicate sample id "
+                                                f"{loaded.id!r} (first at {first})")
+                    continue
+                if not mine:
                     continue
                 for repeat in range(self.cfg.repeats):
                     yield Item(run, subset, loaded, repeat)
@@ -323,9 +332,22 @@ class Runner:
         return Report(run_dir=str(self.run_dir), model=cfg.model_name, datasets=out)
 
 
-def nothing_evaluated(report: Report) -> str:
+def _deal_key(dataset: str, subset: str, loaded: Sample | RecordError
+              ) -> tuple[tuple[str, str, int], str | None]:
+    """What ``sharding.Dealer.owns`` deals by: the record (its line in the subset's file)
+    and its consistency group (``group`` in the sample's metadata, if any)."""
+    if isinstance(loaded, RecordError):
+        return (dataset, subset, loaded.line), None
+    group = loaded.metadata.get("group")
+    return (dataset, subset, loaded.origin.line), None if group is None else str(group)
+
+
+def nothing_evaluated(report: Report, *, shard: bool = False) -> str:
     """One line naming each dataset of a finished run with no answered sample, and why;
-    empty when every dataset has one."""
+    empty when every dataset has one. A ``shard`` that asked nothing of a dataset (no
+    record, or only bad ones, dealt to it) is not at fault: ``groundscope merge`` judges the
+    whole run."""
     skipped = Path(report.run_dir) / "skipped.jsonl"
     return "; ".join(f"{rep.dataset}: nothing was evaluated: {why}" for rep in report.datasets
-                     if (why := rep.summary.why_nothing(skipped)))
+                     if not (shard and rep.summary.requested == 0)
+                     and (why := rep.summary.why_nothing(skipped)))

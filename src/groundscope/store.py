@@ -33,6 +33,7 @@ import contextlib
 import datetime as _dt
 import os
 import re
+import shutil
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -418,6 +419,14 @@ class RunStore:
                "subset": subset, "request_hash": request_hash, **score_to_json(score)}
         self._append(self.reviews_file(dataset, subset), ("sample_id", "repeat", "scorer"), row)
 
+    def append_saved(self, kind: str, dataset: str, subset: str, row: Mapping[str, Any]) -> None:
+        """A row read (and checked) from another run directory, written as it was read
+        (``groundscope merge``): ``kind`` is ``"prediction"`` or ``"review"``."""
+        if kind == "prediction":
+            self._append(self.predictions_file(dataset, subset), ("sample_id", "repeat"), row)
+        else:
+            self._append(self.reviews_file(dataset, subset), ("sample_id", "repeat", "scorer"), row)
+
     def append_skipped(self, dataset: str, subset: str, problem: str) -> None:
         """One bad record; keyed, so a resumed run that meets it again does not count it twice."""
         row = {"dataset": dataset, "subset": subset, "problem": problem}
@@ -444,6 +453,14 @@ class RunStore:
                 failed = failed or write_error(path, exc, self.resume_hint)
         if failed is not None:
             raise failed
+
+    def discard(self) -> None:
+        """Remove the run directory this store created (``create``) and nothing else wrote
+        into: a refused ``groundscope merge`` leaves no half-merged run behind."""
+        for shard in self._shards.values():
+            shard.discard()
+        self._shards.clear()
+        shutil.rmtree(self.run_dir, ignore_errors=True)
 
     # -- re-scoring: new reviews are written aside, then replace the old ones at once
 

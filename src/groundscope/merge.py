@@ -1,0 +1,217 @@
+"""``groundscope merge RUN_DIR...``: the shards of one run (``eval --shard K/N``, see
+``sharding.py``) joined into a new run directory, the one a single run of the same config
+gives: its predictions and reviews are the union of the shards' (each ``(sample, repeat)``
+once), its ``skipped.jsonl`` the union of theirs (a bad record is dealt to one shard, so it
+is counted once), and its reports (both JSON reports, ``report.html``, the summary) are
+built by the one report builder, as ``groundscope report`` builds them.
+
+Shard directories are untrusted input, read as ``score`` / ``report`` read a run: the config
+through ``rundir`` and ``TaskConfig``, every row checked (``rows.py``), files opened
+``O_NOFOLLOW`` (regular files only), no symlinked folder, each shard locked while it is read
+(one still being written is refused). Before anything is written, the shards must be of
+one run: the same config apart from where and how each ran (``resume.config_changes``:
+work dir, endpoint URL, concurrency, retries ...) and ``shard``, the same N, each K once and
+every K present (``partial``: the missing ones are named in each report's warnings), each
+shard finished (its reports written). A ``(sample, repeat)`` found in two shards must be the
+same answer (request hash, status, text; a review: its values), else the merge is refused:
+the shards overlap. Judge reply caches (``cache/``) are not merged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from groundscope.config import TaskConfig
+from groundscope.errors import ConfigError, NothingEvaluated, StoreError
+from groundscope.fileio import atomic_write, check_no_symlink_dirs
+from groundscope.report.model import Report
+from groundscope.rescore import load_run_config, rebuild_report
+from groundscope.resume import config_changes
+from groundscope.rows import Kind, read_rows, read_rows_numbered
+from groundscope.rundir import read_run_config
+from groundscope.runner import nothing_evaluated
+from groundscope.sharding import parse_shard
+from groundscope.store import MEDIA_ROOTS_KEY, RunStore, subset_file_name
+
+__all__ = ["merge_runs"]
+
+MERGE_FILE = "merge.json"  # in the merged run: which shard came from where
+
+
+@dataclass(frozen=True)
+class _Shard:
+    path: Path
+    k: int
+    n: int
+    config: dict[str, Any]  # config.json as the shard wrote it (secrets already hidden)
+    cfg: TaskConfig
+
+    @property
+    def name(self) -> str:
+        return f"{self.k}/{self.n}"
+
+    def store(self) -> RunStore:
+        return RunStore(self.path, self.cfg.model_name,
+                        legacy_model=self.cfg.model_id or self.cfg.model)
+
+
+def merge_runs(run_dirs: Sequence[str | Path], work_dir: str | Path = "./outputs", *,
+               partial: bool = False) -> Report:
+    """Merge the shard run directories ``run_dirs`` into a new run directory under
+    ``work_dir`` and return its report (see the module docstring). ``StoreError`` /
+    ``ConfigError`` (one line naming the directory) when they are not the shards of one
+    finished run; ``NothingEvaluated`` when the merged run has a dataset with no answer."""
+    if not run_dirs:
+        raise ConfigError("merge: no run directory given")
+    shards = sorted((_read_shard(Path(d)) for d in run_dirs), key=lambda s: s.k)
+    notes = _check_shards(shards, partial=partial)
+    out = _write_merged(shards, Path(work_dir), notes)
+    report = rebuild_report(out, notes=notes)
+    empty = nothing_evaluated(report)
+    if empty:
+        raise NothingEvaluated(empty, report)
+    return report
+
+
+def _read_shard(path: Path) -> _Shard:
+    if not path.is_dir():
+        raise StoreError(f"merge: {path}: not a directory")
+    config = read_run_config(path)  # one line when it is not a run
+    try:
+        cfg = load_run_config(path)
+    except ConfigError as exc:
+        raise StoreError(f"merge: {path / 'config.json'}: {exc}") from None
+    if cfg.shard is None:
+        raise StoreError(f"merge: {path}: not a shard (its config.json has no shard); merge "
+                         "joins the run directories of groundscope eval --shard K/N")
+    k, n = parse_shard(cfg.shard)
+    return _Shard(path, k, n, config, cfg)
+
+
+def _check_shards(shards: Sequence[_Shard], *, partial: bool) -> list[str]:
+    """One line (``StoreError``) for the first problem; the notes of a partial merge."""
+    first = shards[0]
+    seen: dict[int, Path] = {}
+    for s in shards:
+        if s.n != first.n:
+            raise StoreError(f"merge: {s.path}: shard {s.name}, but {first.path} is shard "
+                             f"{first.name}: not parts of one split")
+        changed = [key for key in config_changes(first.cfg.redacted(), s.cfg.redacted())
+                   if key != "shard"]
+        if changed:
+            raise StoreError(f"merge: {s.path}: not a shard of the same run as {first.path}: "
+                             f"{', '.join(changed)} differ")
+        if s.k in seen:
+            raise StoreError(f"merge: {s.path}: shard {s.name} given twice (also {seen[s.k]})")
+        seen[s.k] = s.path
+    notes = []
+    missing = [f"{k}/{first.n}" for k in range(1, first.n + 1) if k not in seen]
+    if missing:
+        if not partial:
+            raise StoreError(f"merge: shard {', '.join(missing)} missing (given "
+                             f"{len(seen)} of {first.n}); pass --partial to merge the given ones")
+        notes.append(f"partial merge: shard {', '.join(missing)} missing; this report covers "
+                     f"{len(seen)} of {first.n} shards")
+    for s in shards:
+        unfinished = [name for name in s.cfg.datasets if not s.store().report_file(name).is_file()]
+        if unfinished and not partial:
+            raise StoreError(f"merge: {s.path}: shard {s.name} did not finish (no report for "
+                             f"{unfinished[0]}); resume it with groundscope eval ... --shard "
+                             f"{s.name} --use-cache {s.path}, or pass --partial")
+        if unfinished:
+            notes.append(f"partial merge: shard {s.name} ({s.path}) did not finish")
+    return notes
+
+
+def _write_merged(shards: Sequence[_Shard], work_dir: Path, notes: Sequence[str]) -> Path:
+    first = shards[0]
+    out = RunStore.create(work_dir, first.cfg.model_name)
+    try:
+        config = {k: v for k, v in first.config.items() if k not in ("schema_version", "format")}
+        config.update(shard=None, use_cache=None, work_dir=str(work_dir),
+                      **{MEDIA_ROOTS_KEY: _union(s.config.get(MEDIA_ROOTS_KEY) for s in shards)})
+        out.write_config(config)
+        taken: dict[tuple[Any, ...], tuple[Path, int]] = {}
+        skipped: set[tuple[str, str, str]] = set()
+        for shard in shards:
+            src = shard.store().lock()  # refused while the shard is still being written
+            try:
+                _copy_rows(shard, src, out, taken)
+                _copy_skipped(shard, out, skipped)
+            finally:
+                src.unlock()
+        out.close()
+        record = {"shards": {s.name: str(s.path) for s in shards}, "notes": list(notes)}
+        atomic_write(out.run_dir / MERGE_FILE, orjson.dumps(record, option=orjson.OPT_INDENT_2))
+    except BaseException:
+        out.discard()  # a refused merge leaves no half-merged run behind
+        raise
+    finally:
+        out.unlock()
+    return out.run_dir
+
+
+def _union(lists: Iterable[Any]) -> list[str]:
+    roots: dict[str, None] = {}
+    for roots_of_one in lists:
+        if isinstance(roots_of_one, list):
+            roots.update((r, None) for r in roots_of_one if isinstance(r, str))
+    return list(roots)
+
+
+# kind, folder, what two shards' rows of one key must agree on
+_KINDS: tuple[tuple[Kind, str, tuple[str, ...]], ...] = (
+    ("prediction", "predictions", ("request_hash", "status", "prediction")),
+    ("review", "reviews", ("request_hash", "status", "values")))
+
+
+def _copy_rows(shard: _Shard, src: RunStore, out: RunStore,
+               taken: dict[tuple[Any, ...], tuple[Path, int]]) -> None:
+    """The shard's current rows (a key's last line, as the store reads them) into ``out``;
+    a key another shard wrote must hold the same answer there."""
+    for kind, folder, same in _KINDS:
+        base = src.run_dir / folder / src.model_dir
+        check_no_symlink_dirs(src.run_dir, base / "_")
+        if not base.is_dir():
+            continue
+        for path in sorted(base.glob("*.jsonl")):
+            latest: dict[tuple[Any, ...], tuple[int, dict[str, Any]]] = {}
+            for lineno, row in read_rows_numbered(path, kind):
+                key = (*_place(path, lineno, row, shard.cfg.datasets), str(row["sample_id"]),
+                       row.get("repeat", 0), row.get("scorer"))
+                latest[key] = (lineno, row)
+            for key, (lineno, row) in latest.items():
+                digest = hash(orjson.dumps([row.get(f) for f in same], option=orjson.OPT_SORT_KEYS))
+                where = taken.setdefault((kind, *key), (shard.path, digest))
+                if where[1] != digest:
+                    raise StoreError(f"merge: {path}:{lineno}: {kind} of sample {key[2]!r} "
+                                     f"repeat {key[3]} differs from the one in {where[0]}: "
+                                     "the shards overlap")
+                if where[0] == shard.path:
+                    out.append_saved(kind, key[0], key[1], row)
+
+
+def _place(path: Path, lineno: int, row: Mapping[str, Any], datasets: Sequence[str]) -> tuple[str, str]:
+    """The (dataset, subset) of a saved row, which must be the ones its file is named after."""
+    dataset, subset = row.get("dataset"), row.get("subset")
+    if not (isinstance(dataset, str) and isinstance(subset, str) and dataset in datasets
+            and subset_file_name(dataset, subset) == path.name):
+        raise StoreError(f"merge: {path}:{lineno}: subset: {subset!r} of dataset {dataset!r} "
+                         f"does not belong in {path.name}")
+    return dataset, subset
+
+
+def _copy_skipped(shard: _Shard, out: RunStore, skipped: set[tuple[str, str, str]]) -> None:
+    path = shard.path / "skipped.jsonl"
+    if not path.exists() and not path.is_symlink():
+        return
+    for row in read_rows(path, "skipped"):
+        key = (row["dataset"], row["subset"], row["problem"])
+        if key not in skipped:
+            skipped.add(key)
+            out.append_skipped(*key)
