@@ -105,6 +105,7 @@ class Runner:
         roots = media.set_media_roots(self._media_roots)  # this run's context: load, send, page
         self.store.write_config({**cfg.redacted(), MEDIA_ROOTS_KEY: list(roots)})
         media.set_max_pixels(cfg.max_image_pixels)  # this run's context: load and send
+        media.set_media_settings(cfg.media_settings())  # frames, image sizes, wav: model and judges
         if cfg.strict:  # as EvalScope: a bad record is fatal before any request is sent
             for run in self.datasets:
                 for _ in iter_samples(cfg, run, strict=True):

@@ -11,6 +11,9 @@ The only package that reads media bytes or produces base64. Everything else hand
 - ``roots``: the allowed media roots, the confinement check and the confined open;
 - ``images``: Pillow validation and the pixel cap;
 - ``values``: dataset column values -> ``MediaRef``;
+- ``settings``: what the endpoint accepts (video as frames, image side / bytes, audio as
+  wav), in force per context; ``prepare``: one medium converted so (``decode``: PyAV,
+  ``resize``: Pillow);
 - ``wire``: the OpenAI content part of a medium, with a bounded cache of encoded payloads
   (remote audio: from the bytes the client fetched at send time).
 
@@ -22,11 +25,20 @@ is shown in outputs as ``describe(ref)``.
 
 from groundscope.media.formats import AUDIO_FORMATS, VIDEO_FORMATS, check_format, sniff_mime
 from groundscope.media.images import DEFAULT_MAX_PIXELS, check, max_pixels, set_max_pixels
+from groundscope.media.prepare import needs_preparing, prepare_key, prepare_ref, prepared_size
 from groundscope.media.roots import (
     chosen_media_roots,
     media_roots,
     media_roots_in_force,
     set_media_roots,
+)
+from groundscope.media.settings import (
+    PYAV_HINT,
+    MediaSettings,
+    have_pyav,
+    media_settings,
+    set_media_settings,
+    settings_identity,
 )
 from groundscope.media.sources import (
     DEFAULT_MAX_BYTES,
@@ -45,7 +57,9 @@ __all__ = [
     "AUDIO_FORMATS",
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_PIXELS",
+    "PYAV_HINT",
     "VIDEO_FORMATS",
+    "MediaSettings",
     "check",
     "check_format",
     "check_fps",
@@ -54,15 +68,23 @@ __all__ = [
     "exists",
     "fetched_audio_format",
     "fingerprint",
+    "have_pyav",
     "is_remote",
     "load",
     "max_pixels",
     "media_from_value",
     "media_roots",
     "media_roots_in_force",
+    "media_settings",
+    "needs_preparing",
+    "prepare_key",
+    "prepare_ref",
+    "prepared_size",
     "resolve_path",
     "set_max_pixels",
     "set_media_roots",
+    "set_media_settings",
+    "settings_identity",
     "sniff_mime",
     "wire_part",
 ]  # fmt: skip
