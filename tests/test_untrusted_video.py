@@ -117,3 +117,26 @@ def test_without_pyav_the_cli_says_how_to_install_and_exits_2(tmp_path: Path) ->
     assert proc.stderr.strip().splitlines() == [
         "groundscope: error: video_frames: needs PyAV, which is not installed: "
         "pip install 'groundscope[video]' (PyAV)"]
+
+
+def test_audio_to_convert_must_decode_at_load(tmp_path: Path) -> None:
+    """Under audio_transcode a flac is a record's medium only if it decodes: junk behind a
+    flac head is a bad record found before any request, not a failed request."""
+    from groundscope import media
+    from groundscope.types import MediaRef, Modality
+    from video_fixtures import audio_bytes
+
+    junk = tmp_path / "junk.flac"
+    junk.write_bytes(b"fLaC" + bytes(60))
+    good = tmp_path / "good.flac"
+    good.write_bytes(audio_bytes("flac", "flac"))
+    with media.media_roots_in_force([tmp_path]):
+        media.set_media_settings(media.MediaSettings(audio_transcode=True))
+        try:
+            media.check(MediaRef(Modality.AUDIO, str(good)), decode=False)
+            with pytest.raises(MediaError, match=r"junk\.flac: not a readable media file \("):
+                media.check(MediaRef(Modality.AUDIO, str(junk)), decode=False)
+        finally:
+            media.set_media_settings(media.MediaSettings())
+        with pytest.raises(MediaError, match=r"unsupported audio format 'flac'"):
+            media.check(MediaRef(Modality.AUDIO, str(good)), decode=False)  # not converted

@@ -134,6 +134,9 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
            "default 0: the video itself")
     a("--max-image-side", type=int, default=_S, metavar="PX",
       help="downscale larger images to this longest side before sending (format kept)")
+    a("--audio-transcode", action=argparse.BooleanOptionalAction, default=_S,
+      help="convert flac / ogg / m4a audio to wav before sending (default: on for openai_api, "
+           "whose chat API takes only wav and mp3)")
     a("--media-root", dest="media_roots", metavar="DIR", action="append", default=_S,
       help="also read local media under DIR (repeatable; by default only the dataset's folder "
            "and the working directory)")

@@ -226,5 +226,24 @@ def audio_to_wav(data: bytes, what: str, *, max_bytes: int) -> bytes:
     return wav
 
 
+def probe_audio(data: bytes, what: str) -> None:
+    """Check that ``data`` holds a decodable audio stream (its first frame decodes): what a
+    record's audio to be converted to wav is checked for, before any request."""
+    container = _open(data, what)
+    try:
+        streams = container.streams.audio
+        if not streams or streams[0].codec_context is None:
+            raise MediaError(f"{what}: no audio stream")
+        for _ in container.decode(streams[0]):
+            return
+        raise MediaError(f"{what}: audio has no decodable samples")
+    except MediaError:
+        raise
+    except Exception as exc:
+        raise MediaError(f"{what}: audio cannot be decoded ({_why(exc)})") from None
+    finally:
+        container.close()
+
+
 def _encode(stream: Any, frames: list[Any]) -> list[Any]:
     return [packet for frame in frames for packet in stream.encode(frame)]
