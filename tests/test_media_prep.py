@@ -18,7 +18,6 @@ import pytest
 from PIL import Image
 
 from groundscope import run_task
-from groundscope.client.mediaprep import PREPARED
 from groundscope.simulator import JudgeResponder, SimulatorServer
 from media_fixtures import write_jsonl
 from video_fixtures import COLOURS, audio_bytes, clip_bytes
@@ -75,6 +74,28 @@ def test_video_frames_reach_the_wire_as_image_parts_in_order(tmp_path: Path) -> 
         assert [_colour(p["image_url"]["url"]) for p in parts[1:-1]] == colours
 
 
+@pytest.mark.parametrize(("api", "kind"), [("anthropic_api", "image"),
+                                           ("openai_responses_api", "input_image")])
+def test_video_frames_let_apis_without_video_take_it(tmp_path: Path, api: str, kind: str) -> None:
+    """The Messages and Responses APIs have no video part: as frames, a video is images."""
+    args = _video_dataset(tmp_path, {"fwd": COLOURS})
+    server = SimulatorServer(keep_bodies=True)
+    url = server.start()
+    try:
+        run_task({"model": "m", "api_url": url, "api_key": "sk-test", "eval_type": api,
+                  "datasets": ["general_vqa"], "dataset_args": args,
+                  "work_dir": str(tmp_path / "out"), "video_frames": FRAME_COUNT})
+        (body,) = server.bodies()
+    finally:
+        server.stop()
+    blocks = body.get("messages") or body.get("input")
+    parts = [p for m in blocks for p in m["content"] if isinstance(m["content"], list)]
+    images = [p for p in parts if p["type"] == kind]
+    urls = [p["image_url"] if kind == "input_image" else
+            f"data:{p['source']['media_type']};base64,{p['source']['data']}" for p in images]
+    assert [_colour(u) for u in urls] == COLOURS
+
+
 def test_video_fps_bounds_the_frame_count(tmp_path: Path) -> None:
     """8 colours at 8 fps last 1 s: video_fps 4 samples 4 frames, at 0.125, 0.375, 0.625 and
     0.875 s (the middles of 4 spans): colours 1, 3, 5, 7."""
@@ -93,6 +114,8 @@ def test_video_fps_bounds_the_frame_count(tmp_path: Path) -> None:
 
 
 def test_judge_sees_the_same_frames_and_each_clip_is_decoded_once(tmp_path: Path) -> None:
+    from groundscope.client.mediaprep import PREPARED
+
     args = _video_dataset(tmp_path, {"fwd": COLOURS, "rev": COLOURS[::-1], "mid": COLOURS[2:6]})
     PREPARED.clear()
     judge_server = SimulatorServer(responders=[JudgeResponder()], keep_bodies=True)
@@ -238,6 +261,24 @@ def test_changed_image_side_is_not_reused_on_resume(tmp_path: Path) -> None:
     set_media_settings(MediaSettings())
     assert len({h[0] for h in hashes}) == 3  # each side its own request
     assert len({h[1] for h in hashes}) == 1  # a request without images is unchanged
+
+
+def test_judge_cache_key_follows_the_video_settings(tmp_path: Path) -> None:
+    """A judge reply cached for the video itself is not reused for its frames (nor for
+    another frame count): the disk cache key carries the settings that changed the media."""
+    from groundscope.client.cache import cache_key
+    from groundscope.media import MediaSettings, set_media_settings
+    from groundscope.types import MediaPart, MediaRef, Message, Modality
+
+    clip = tmp_path / "c.mp4"
+    clip.write_bytes(clip_bytes())
+    video = (Message("user", (MediaPart(MediaRef(Modality.VIDEO, str(clip))),)),)
+    keys = set()
+    for frames in (0, 4, 8):
+        set_media_settings(MediaSettings(video_frames=frames))
+        keys.add(cache_key("judge", "mock", video, {}))
+    set_media_settings(MediaSettings())
+    assert len(keys) == 3
 
 
 # ---------------------------------------------------------------- audio

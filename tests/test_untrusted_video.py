@@ -10,19 +10,25 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image
 
 from groundscope import run_task
 from groundscope.errors import ConfigError, MediaError
-from groundscope.media import decode
 from groundscope.simulator import SimulatorServer
 from media_fixtures import write_jsonl
 from untrusted.video.make_corpus import make
 from video_fixtures import COLOURS, clip_bytes
 
 pytest.importorskip("av")
+
+def _decode() -> Any:
+    from groundscope.media import decode  # imported here: the tests collect on older code
+
+    return decode
+
 
 HOSTILE = {  # file -> how its one-line error starts, after the path
     "corrupt.mp4": ": not a readable media file (Invalid data found when processing input)",
@@ -63,6 +69,7 @@ def test_hostile_videos_are_bad_samples_with_one_line(tmp_path: Path) -> None:
 
 def test_png_bytes_are_not_decoded_as_a_video() -> None:
     """FFmpeg opens a PNG as a one-frame ``png_pipe`` "video": refused by name."""
+    decode = _decode()
     out = io.BytesIO()
     Image.new("RGB", (8, 8)).save(out, "PNG")
     with pytest.raises(MediaError, match=r"^x\.mp4: not a video \(its bytes are a single image: "
@@ -72,12 +79,14 @@ def test_png_bytes_are_not_decoded_as_a_video() -> None:
 
 
 def test_frames_over_the_pixel_cap_are_refused_before_decoding() -> None:
+    decode = _decode()
     with pytest.raises(MediaError, match=r"^v: video frames of 64x48 = 3072 pixels are over the "
                                          r"limit of 1000 \(max_image_pixels\)$"):
         decode.sample_frames(clip_bytes(), "v", count=8, fps=None, max_pixels=1000, side=64)
 
 
 def test_frames_decoded_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    decode = _decode()
     monkeypatch.setattr(decode, "MAX_DECODED_FRAMES", 20)
     data = clip_bytes(COLOURS, repeat=3)  # 24 frames: the last target is past frame 20
     with pytest.raises(MediaError, match=r"^v: more than 20 frames to decode$"):
@@ -86,6 +95,7 @@ def test_frames_decoded_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_long_video_is_sampled_by_seeking_within_bounds(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    decode = _decode()
     data = make(tmp_path)["long_gop.mp4"].read_bytes()  # 700 frames at 25 fps, one keyframe
     frames = decode.sample_frames(data, "v", count=8, fps=None, max_pixels=10**6, side=64)
     shown = [Image.open(io.BytesIO(f)).convert("RGB").getpixel((8, 8)) for f in frames]
@@ -98,6 +108,7 @@ def test_a_long_video_is_sampled_by_seeking_within_bounds(tmp_path: Path,
 def test_without_pyav_video_frames_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from groundscope.config import TaskConfig
 
+    decode = _decode()
     clip = clip_bytes()
     monkeypatch.setitem(sys.modules, "av", None)  # import av: ImportError
     with pytest.raises(ConfigError, match=r"^video_frames: needs PyAV, which is not installed: "
