@@ -37,13 +37,22 @@ SIDE = 768
 CHILD = r"""
 import json, sys, time
 from groundscope import run_task
+from groundscope import runner as R
 from groundscope.client.mediaprep import PREPARED
+marks = {}
+_evaluate = R.Runner._evaluate
+async def timed(self, client):  # the pipeline phase alone: load, request, score, store
+    marks["start"] = time.perf_counter()
+    await _evaluate(self, client)
+    marks["end"] = time.perf_counter()
+R.Runner._evaluate = timed
 cfg = json.loads(sys.argv[1])
 t0 = time.perf_counter()
 report = run_task(cfg)
 wall = time.perf_counter() - t0
 s = report.dataset("general_vqa").summary
-print(json.dumps({"wall": wall, "succeeded": s.succeeded, "errored": s.errored,
+print(json.dumps({"wall": wall, "pipeline": marks["end"] - marks["start"],
+                  "succeeded": s.succeeded, "errored": s.errored,
                   "decodes": PREPARED.conversions.get("video", 0)}))
 """
 
@@ -108,11 +117,19 @@ def compare(data: Path, n: int, latency_ms: float, concurrency: int, rounds: int
                 got = run_child(url, data, subset, Path(tmp) / f"{subset}{r}", concurrency,
                                 **extra)
                 assert got["succeeded"] == n, got
-                best[label] = min(best.get(label, float("inf")), got["wall"])
-    for label, wall in best.items():
-        print(f"  {label:>12}: {n / wall:6.1f} samples/s (run_task wall {wall:.2f} s)")
-    ratio = best["images alone"] / best["video frames"]
-    print(f"  video frames run at {ratio:.0%} of the images' rate (target >= 80%)")
+                for phase in ("pipeline", "wall"):
+                    key = f"{label}|{phase}"
+                    best[key] = min(best.get(key, float("inf")), got[phase])
+    print("  samples/s: pipeline = the streaming phase (load, decode, request, score, store);")
+    print("  end to end = run_task's wall time (+ reports and report.html, whose thumbnails the")
+    print("  image dataset pays for and the video one does not)")
+    for label in ("video frames", "images alone"):
+        pipe, wall = best[f"{label}|pipeline"], best[f"{label}|wall"]
+        print(f"  {label:>12}: pipeline {n / pipe:6.1f}/s ({pipe:.2f} s), end to end "
+              f"{n / wall:6.1f}/s ({wall:.2f} s)")
+    for phase in ("pipeline", "wall"):
+        ratio = best[f"images alone|{phase}"] / best[f"video frames|{phase}"]
+        print(f"  video frames at {ratio:.0%} of the images' rate ({phase}; target >= 80%)")
 
 
 def decodes(data: Path, n: int, concurrency: int) -> None:
