@@ -121,8 +121,7 @@ def compare(data: Path, n: int, latency_ms: float, concurrency: int, rounds: int
                     key = f"{label}|{phase}"
                     best[key] = min(best.get(key, float("inf")), got[phase])
     print("  samples/s: pipeline = the streaming phase (load, decode, request, score, store);")
-    print("  end to end = run_task's wall time (+ reports and report.html, whose thumbnails the")
-    print("  image dataset pays for and the video one does not)")
+    print("  end to end = run_task's wall time (+ reports and report.html)")
     for label in ("video frames", "images alone"):
         pipe, wall = best[f"{label}|pipeline"], best[f"{label}|wall"]
         print(f"  {label:>12}: pipeline {n / pipe:6.1f}/s ({pipe:.2f} s), end to end "

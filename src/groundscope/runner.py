@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from groundscope import logs
+from groundscope.client.mediaprep import prefetch
 from groundscope.config import TaskConfig
 from groundscope.errors import ErrorBudgetExceeded, NothingEvaluated, RecordError, one_error
 from groundscope.memory import TRIM_EVERY, release_free_memory
@@ -247,7 +248,10 @@ class Runner:
 
         hooks = Hooks(self._model_slot(ahead), self._score_slots, predicted,
                       partial(record_score, self.store, run, sample))
-        await evaluate_sample(sample, item.repeat, run.scorers, client=client, saved=self._saved(item),
+        saved = self._saved(item)
+        if saved.prediction is None:  # to be asked: its media converted while it waits
+            prefetch(sample.messages)
+        await evaluate_sample(sample, item.repeat, run.scorers, client=client, saved=saved,
                               redact=self._redactor.redact, hooks=hooks)
         self._progress.advance(self._errored)
         if self._progress.done % TRIM_EVERY == 0:
