@@ -141,6 +141,34 @@ def test_judge_sees_the_same_frames_and_each_clip_is_decoded_once(tmp_path: Path
         assert len(next(iter(sent))) == FRAME_COUNT
 
 
+def test_grounding_verification_requests_carry_the_frames(tmp_path: Path) -> None:
+    """A claim is verified against the video's frames (the request every client sends is
+    prepared the same way: ``ChatClient.complete`` -> ``prepare_messages``)."""
+    import asyncio
+
+    from groundscope.client.mediaprep import prepare_messages
+    from groundscope.media import MediaSettings, media_roots_in_force, set_media_settings
+    from groundscope.scoring.grounding_prompt import verify_messages
+    from groundscope.types import MediaPart, MediaRef, Modality, TextPart
+
+    clip = tmp_path / "c.mp4"
+    clip.write_bytes(clip_bytes())
+    with media_roots_in_force([tmp_path]):
+        set_media_settings(MediaSettings(video_frames=FRAME_COUNT))
+        try:
+            (msg,) = asyncio.run(prepare_messages(verify_messages(
+                "The clip is red.", [MediaRef(Modality.VIDEO, str(clip))])))
+        finally:
+            set_media_settings(MediaSettings())
+    assert isinstance(msg.content, tuple) and isinstance(msg.content[0], TextPart)
+    frames = [p.media for p in msg.content[1:] if isinstance(p, MediaPart)]
+    assert len(frames) == len(msg.content) - 1 == FRAME_COUNT
+    assert all(f.kind is Modality.IMAGE and isinstance(f.source, bytes) for f in frames)
+    colours = [_colour("data:image/jpeg;base64," + base64.b64encode(f.source).decode())
+               for f in frames if isinstance(f.source, bytes)]
+    assert colours == COLOURS
+
+
 def test_changed_video_frames_is_not_reused_on_resume(tmp_path: Path) -> None:
     """The request hash carries the frame settings: a resumed run with another N asks again."""
     args = _video_dataset(tmp_path, {"fwd": COLOURS})
