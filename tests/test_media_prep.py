@@ -169,6 +169,38 @@ def test_grounding_verification_requests_carry_the_frames(tmp_path: Path) -> Non
     assert colours == COLOURS
 
 
+def test_frames_keep_to_max_image_bytes(tmp_path: Path) -> None:
+    import av
+    import numpy as np
+
+    from groundscope.media import MediaSettings, media_roots_in_force, prepare_ref, set_media_settings
+    from groundscope.types import MediaRef, Modality
+
+    out = io.BytesIO()  # 4 frames of noise: a frame's JPEG is far over the budget
+    with av.open(out, "w", format="mp4") as container:
+        stream = container.add_stream("mpeg4", rate=4)
+        stream.width, stream.height, stream.pix_fmt = 640, 480, "yuv420p"
+        rng = np.random.default_rng(0)
+        for _ in range(4):
+            rgb = rng.integers(0, 255, (480, 640, 3), np.uint8)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    clip = tmp_path / "noise.mp4"
+    clip.write_bytes(out.getvalue())
+    with media_roots_in_force([tmp_path]):
+        for budget in (None, 30_000):
+            set_media_settings(MediaSettings(video_frames=4, max_image_bytes=budget))
+            try:
+                frames = prepare_ref(MediaRef(Modality.VIDEO, str(clip)))
+            finally:
+                set_media_settings(MediaSettings())
+            sizes = [len(f.source) for f in frames if isinstance(f.source, bytes)]
+            assert len(sizes) == 4
+            assert max(sizes) > 30_000 if budget is None else max(sizes) <= budget
+
+
 def test_changed_video_frames_is_not_reused_on_resume(tmp_path: Path) -> None:
     """The request hash carries the frame settings: a resumed run with another N asks again."""
     args = _video_dataset(tmp_path, {"fwd": COLOURS})

@@ -46,6 +46,10 @@ def prepare_ref(ref: MediaRef) -> tuple[MediaRef, ...]:
         frames = sample_frames(data, what, count=settings.video_frames,
                                fps=ref.fps or settings.video_fps, max_pixels=max_pixels(),
                                side=settings.frame_side)
+        if settings.max_image_bytes:  # a frame is an image: the byte budget holds for it too
+            frames = [fit_image(f, f"{what} (frame {i + 1})", max_side=None,
+                                max_bytes=settings.max_image_bytes) or f
+                      for i, f in enumerate(frames)]
         return tuple(MediaRef(Modality.IMAGE, f, format="jpeg", detail=ref.detail)
                      for f in frames)
     if ref.kind is Modality.IMAGE:

@@ -26,7 +26,6 @@ from groundscope.types import Modality
 
 TRANSCODED_AUDIO = ("flac", "ogg", "m4a")  # converted to wav by audio_transcode
 FRAMED_VIDEO = ("mkv", "webm")  # decodable into frames, though no API takes them as video
-MAX_VIDEO_FRAMES = 64
 DEFAULT_FRAME_SIDE = 768  # frames' longest side unless max_image_side is smaller
 PYAV_HINT = "pip install 'groundscope[video]' (PyAV)"
 
@@ -91,6 +90,8 @@ def settings_identity(kinds: Iterable[Modality]) -> dict[str, object]:
     present = set(kinds)
     if Modality.VIDEO in present and s.video_frames:
         out.update(video_frames=s.video_frames, video_fps=s.video_fps, frame_side=s.frame_side)
+        if s.max_image_bytes:
+            out["max_image_bytes"] = s.max_image_bytes
     if Modality.IMAGE in present and (s.max_image_side or s.max_image_bytes):
         out.update(max_image_side=s.max_image_side, max_image_bytes=s.max_image_bytes)
     if Modality.AUDIO in present and s.audio_transcode:
