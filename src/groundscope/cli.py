@@ -133,6 +133,14 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
       help="cap on one retry delay, Retry-After included (default 30)")
     a("--max-image-pixels", type=int, default=_S,
       help="larger images are refused: a decompression-bomb guard (default: Pillow's, ~89.5M)")
+    a("--video-frames", type=int, default=_S, metavar="N",
+      help="send each video as N frames (images, in order; needs groundscope[video]); "
+           "default 0: the video itself")
+    a("--max-image-side", type=int, default=_S, metavar="PX",
+      help="downscale larger images to this longest side before sending (format kept)")
+    a("--audio-transcode", action=argparse.BooleanOptionalAction, default=_S,
+      help="convert flac / ogg / m4a audio to wav before sending (default: on for openai_api, "
+           "whose chat API takes only wav and mp3)")
     a("--media-root", dest="media_roots", metavar="DIR", action="append", default=_S,
       help="also read local media under DIR (repeatable; by default only the dataset's folder "
            "and the working directory)")

@@ -37,7 +37,7 @@ from groundscope.constants import EvalTypeName, JudgeStrategyName, ModelAPI
 from groundscope.dataset.readers import DEFAULT_MAX_RECORD_BYTES
 from groundscope.errors import ConfigError
 from groundscope.keys import Secret, redacted, secret_values
-from groundscope.media import DEFAULT_MAX_PIXELS
+from groundscope.media import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, PYAV_HINT, MediaSettings, have_pyav
 from groundscope.pricing import MAX_PRICED_MODELS, Price
 from groundscope.sharding import parse_shard
 
@@ -214,6 +214,14 @@ class TaskConfig(_Strict):
     retry_base_delay: float = Field(default=0.5, ge=0.0, le=3600.0)
     retry_max_delay: float = Field(default=30.0, ge=0.0, le=3600.0)
     max_image_pixels: int = Field(default=DEFAULT_MAX_PIXELS, ge=1, le=2**31 - 1)
+    # what the endpoint accepts (media/settings.py): a video as N frames (0: the video itself),
+    # at video_fps (else evenly); images downscaled to a side / bytes; audio converted to wav
+    # (None: on for eval_type openai_api, whose chat API takes only wav and mp3)
+    video_frames: int = Field(default=0, ge=0, le=64)
+    video_fps: float | None = Field(default=None, gt=0, le=60.0)
+    max_image_side: int | None = Field(default=None, ge=64, le=65_536)
+    max_image_bytes: int | None = Field(default=None, ge=1024, le=DEFAULT_MAX_BYTES)
+    audio_transcode: bool | None = None
     # local media are read only inside the dataset's folder, the working directory and these
     media_roots: list[str] = Field(default_factory=list)
     max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, ge=1024, le=1024**3)
@@ -241,6 +249,13 @@ class TaskConfig(_Strict):
     def _across_fields(self) -> TaskConfig:
         _cross_check(self)
         return self
+
+    def media_settings(self) -> MediaSettings:
+        """The media conversions of this run (``audio_transcode`` resolved by eval_type)."""
+        transcode = self.eval_type == "openai_api" if self.audio_transcode is None else self.audio_transcode
+        return MediaSettings(video_frames=self.video_frames, video_fps=self.video_fps,
+                             max_image_side=self.max_image_side,
+                             max_image_bytes=self.max_image_bytes, audio_transcode=transcode)
 
     @field_validator("limit", mode="before")
     @classmethod
@@ -399,6 +414,9 @@ def _cross_check(cfg: TaskConfig) -> None:
         raise ConfigError(f"judge.models: strategy {cfg.judge.strategy!r} needs at least one model")
     if cfg.judge is not None:
         _check_judge_urls(cfg.judge, cfg.eval_type)
+    if (cfg.video_frames or cfg.audio_transcode) and not have_pyav():
+        flag = "video_frames" if cfg.video_frames else "audio_transcode"
+        raise ConfigError(f"{flag}: needs PyAV, which is not installed: {PYAV_HINT}")
 
 
 def _check_judge_urls(judge: JudgeConfig, eval_type: str) -> None:

@@ -18,7 +18,13 @@ from typing import Any
 
 from groundscope.config import TaskConfig, load_config
 from groundscope.errors import one_error
-from groundscope.media import chosen_media_roots, media_roots, media_roots_in_force
+from groundscope.media import (
+    chosen_media_roots,
+    media_roots,
+    media_roots_in_force,
+    set_max_pixels,
+    set_media_settings,
+)
 from groundscope.metrics import category_of
 from groundscope.pipeline import Hooks, Saved, evaluate_sample, finish_groups, record_score
 from groundscope.plan import DatasetRun, plan_scoring
@@ -114,6 +120,8 @@ async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescor
                        key_env: Iterable[str] | None = None, notes: Sequence[str] = ()) -> Report:
     cfg = load_run_config(run_dir, judge, key_env)
     config = read_run_config(run_dir)
+    set_max_pixels(cfg.max_image_pixels)  # the judges see the media as the run's model did
+    set_media_settings(cfg.media_settings())
     # the run's honoured roots and --media-root given now, never this cwd
     with media_roots_in_force((*saved_media_roots(config, run_dir), *chosen_media_roots())):
         return await _process_run_in_roots(run_dir, cfg, rescore=rescore, notes=notes)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from groundscope import logs
+from groundscope.client.mediaprep import prefetch
 from groundscope.config import TaskConfig
 from groundscope.errors import ErrorBudgetExceeded, NothingEvaluated, RecordError, one_error
 from groundscope.live import LiveView
@@ -110,6 +111,7 @@ class Runner:
         roots = media.set_media_roots(self._media_roots)  # this run's context: load, send, page
         self.store.write_config({**cfg.redacted(), MEDIA_ROOTS_KEY: list(roots)})
         media.set_max_pixels(cfg.max_image_pixels)  # this run's context: load and send
+        media.set_media_settings(cfg.media_settings())  # frames, image sizes, wav: model and judges
         if cfg.strict:  # as EvalScope: a bad record is fatal before any request is sent
             for run in self.datasets:
                 for _ in iter_samples(cfg, run, strict=True):
@@ -262,7 +264,10 @@ class Runner:
             self._live.scored(run, s)
 
         hooks = Hooks(self._model_slot(ahead), self._score_slots, predicted, scored)
-        await evaluate_sample(sample, item.repeat, run.scorers, client=client, saved=self._saved(item),
+        saved = self._saved(item)
+        if saved.prediction is None:  # to be asked: its media converted while it waits
+            prefetch(sample.messages)
+        await evaluate_sample(sample, item.repeat, run.scorers, client=client, saved=saved,
                               redact=self._redactor.redact, hooks=hooks)
         self._progress.advance(self._errored)
         if self._progress.done % TRIM_EVERY == 0:

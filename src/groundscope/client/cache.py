@@ -79,6 +79,9 @@ def cache_key(model_id: str, api_url: str, messages: Sequence[Message],
         "messages": [_message_identity(m) for m in messages],
         "config": effective_config(generation_config),
     }
+    converted = media.settings_identity(r.kind for m in messages for r in m.media())
+    if converted:  # the media were sent converted (frames, downscaled, wav)
+        doc["media_settings"] = converted
     if api != "openai_api":
         doc["api"] = api
     raw = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)

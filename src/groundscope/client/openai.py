@@ -53,6 +53,7 @@ from groundscope.client.fetch import MediaFetcher
 from groundscope.client.gate import Gate, LocalGate, Outcome
 from groundscope.client.http_errors import http_error, truncate
 from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES, ERROR_BODY_BYTES, HEADER_LIMITS, read_body
+from groundscope.client.mediaprep import prepare_messages
 from groundscope.client.reply import parse_completion
 from groundscope.client.retry import OnRetry, RetryPolicy, call_with_retry
 from groundscope.client.wire import WireAPI
@@ -150,13 +151,17 @@ def request_hash(
 
     Media enter by ``media.fingerprint`` (never their base64), so hashing is cheap. The
     config enters as sent (:func:`effective_config`), so ``{}`` and ``{"temperature": 0}``
-    hash alike.
+    hash alike. The media settings in force that change these media (video frames, image
+    side / bytes, audio transcoding: ``media.settings_identity``) enter too, only when set.
     """
-    doc = {
+    doc: dict[str, Any] = {
         "model": model,
         "messages": [_canonical_message(m) for m in messages],
         "config": effective_config(generation_config),
     }
+    converted = media.settings_identity(r.kind for m in messages for r in m.media())
+    if converted:
+        doc["media_settings"] = converted
     raw = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
     return hashlib.sha256(raw).hexdigest()
 
@@ -304,7 +309,9 @@ class ChatClient:
         config = self.generation_config
         if generation_config:
             config = {**config, **generation_config}
-        # remote audio first (MediaFetchError), then the body (MediaError): neither retried
+        # media converted for the endpoint (frames, downscaled images, wav: MediaError), remote
+        # audio (MediaFetchError), then the body (MediaError): none retried
+        messages = await prepare_messages(messages)
         fetched = await self.fetcher.fetch_all(messages) if self.wire.remote_audio else None
         body = orjson.dumps(self.wire.body(messages, self.model, config, fetched))
         report = on_retry or _log_retry

@@ -12,6 +12,9 @@ The only package that reads media bytes or produces base64. Everything else hand
 - ``images``: Pillow validation, the pixel cap and an image's size from its header;
 - ``probe``: what a medium weighs (bytes, pixel size, audio seconds) from its header;
 - ``values``: dataset column values -> ``MediaRef``;
+- ``settings``: what the endpoint accepts (video as frames, image side / bytes, audio as
+  wav), in force per context; ``prepare``: one medium converted so (``decode``: PyAV,
+  ``resize``: Pillow);
 - ``wire``: the OpenAI content part of a medium, with a bounded cache of encoded payloads
   (remote audio: from the bytes the client fetched at send time).
 
@@ -29,12 +32,21 @@ from groundscope.media.images import (
     max_pixels,
     set_max_pixels,
 )
+from groundscope.media.prepare import needs_preparing, prepare_key, prepare_ref, prepared_size
 from groundscope.media.probe import MediaSize, probe
 from groundscope.media.roots import (
     chosen_media_roots,
     media_roots,
     media_roots_in_force,
     set_media_roots,
+)
+from groundscope.media.settings import (
+    PYAV_HINT,
+    MediaSettings,
+    have_pyav,
+    media_settings,
+    set_media_settings,
+    settings_identity,
 )
 from groundscope.media.sources import (
     DEFAULT_MAX_BYTES,
@@ -53,7 +65,9 @@ __all__ = [
     "AUDIO_FORMATS",
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_PIXELS",
+    "PYAV_HINT",
     "VIDEO_FORMATS",
+    "MediaSettings",
     "MediaSize",
     "check",
     "check_format",
@@ -63,6 +77,7 @@ __all__ = [
     "exists",
     "fetched_audio_format",
     "fingerprint",
+    "have_pyav",
     "image_size",
     "is_remote",
     "load",
@@ -70,10 +85,17 @@ __all__ = [
     "media_from_value",
     "media_roots",
     "media_roots_in_force",
+    "media_settings",
+    "needs_preparing",
+    "prepare_key",
+    "prepare_ref",
+    "prepared_size",
     "probe",
     "resolve_path",
     "set_max_pixels",
     "set_media_roots",
+    "set_media_settings",
+    "settings_identity",
     "sniff_mime",
     "wire_part",
 ]  # fmt: skip

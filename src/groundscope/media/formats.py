@@ -8,6 +8,7 @@ import re
 from urllib.parse import urlsplit
 
 from groundscope.errors import MediaError
+from groundscope.media.settings import FRAMED_VIDEO, TRANSCODED_AUDIO, media_settings
 from groundscope.types import Modality
 
 AUDIO_FORMATS = ("wav", "mp3")
@@ -48,10 +49,22 @@ def norm_format(fmt: str | None, kind: Modality | None = None) -> str | None:
     return fmt or None
 
 
+def allowed_formats(kind: Modality) -> tuple[str, ...]:
+    """The audio / video formats a record may hold under the media settings in force: the
+    API's own, plus those converted before sending (``audio_transcode``: flac, ogg, m4a;
+    ``video_frames``: mkv, webm). Images: ``()`` (any Pillow reads)."""
+    settings = media_settings()
+    if kind is Modality.AUDIO:
+        return AUDIO_FORMATS + (TRANSCODED_AUDIO if settings.audio_transcode else ())
+    if kind is Modality.VIDEO:
+        return VIDEO_FORMATS + (FRAMED_VIDEO if settings.video_frames else ())
+    return ()
+
+
 def check_format(kind: Modality, fmt: str | None) -> str | None:
     """Normalise a format hint (``.MP3`` -> ``mp3``); unsupported audio/video -> MediaError."""
     norm = norm_format(fmt, kind)
-    allowed = {Modality.AUDIO: AUDIO_FORMATS, Modality.VIDEO: VIDEO_FORMATS}.get(kind)
+    allowed = allowed_formats(kind)
     if norm and allowed and norm not in allowed:
         raise MediaError(f"unsupported {kind} format {fmt!r}; expected one of {', '.join(allowed)}")
     return norm

@@ -9,7 +9,9 @@ from contextvars import ContextVar
 from typing import Any
 
 from groundscope.errors import MediaError
+from groundscope.media.decode import probe_audio
 from groundscope.media.formats import check_format, sniff_mime
+from groundscope.media.settings import TRANSCODED_AUDIO
 from groundscope.media.sources import (
     DEFAULT_MAX_BYTES,
     classify,
@@ -138,7 +140,9 @@ def check(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES, decode: bool = T
     Images are verified with Pillow (truncated files fail) and held to the pixel cap
     (:func:`max_pixels`); ``decode=False`` reads only the image header (cheap: an
     unreadable header and the pixel cap are caught, a truncated body is not). Audio and
-    video only have their header sniffed. Remote URLs are checked for a format hint only.
+    video only have their header sniffed, except audio to be converted to wav
+    (``audio_transcode``: flac, ogg, m4a), whose first frame must decode. Remote URLs are
+    checked for a format hint only.
     """
     if is_remote(ref):
         check_format(ref.kind, ref.format)
@@ -152,7 +156,9 @@ def check(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES, decode: bool = T
         _remember_checked(ref, key)
         return
     check_format(ref.kind, ref.format)
-    supported_format(ref, read_raw(ref, max_bytes, head=64)[0])
+    fmt = supported_format(ref, read_raw(ref, max_bytes, head=64)[0])
+    if ref.kind is Modality.AUDIO and fmt in TRANSCODED_AUDIO:  # to be converted: it must decode
+        probe_audio(read_raw(ref, max_bytes)[0], describe(ref))
 
 
 def _header_image(ref: MediaRef, max_bytes: int) -> Any:

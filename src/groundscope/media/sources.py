@@ -33,7 +33,7 @@ from groundscope.media.formats import (
     AUDIO_FORMATS,
     FORMAT_MIME,
     URL_RE,
-    VIDEO_FORMATS,
+    allowed_formats,
     data_uri_mime,
     ext_mime,
     norm_format,
@@ -208,7 +208,7 @@ def supported_format(ref: MediaRef, data: bytes) -> str:
     """The wire format of an audio/video payload: the hint, else its magic bytes, which
     must be those of a container of its kind whatever the hint says."""
     sniffed = _require_kind_bytes(ref, data)
-    allowed = AUDIO_FORMATS if ref.kind is Modality.AUDIO else VIDEO_FORMATS
+    allowed = allowed_formats(ref.kind)
     fmt = norm_format(ref.format, ref.kind) or norm_format(sniffed, ref.kind)
     if fmt not in allowed:
         raise MediaError(
