@@ -20,7 +20,7 @@ from cli_support import EXAMPLES, dataset_samples, run_cli
 from groundscope import media, run_task
 from groundscope.config import SimulatorArgs, load_config
 from groundscope.estimate import Estimate, estimate, estimate_json, render_estimate
-from groundscope.estimate.tokens import image_tokens, text_tokens
+from groundscope.estimate.tokens import TokenCounter, image_tokens, text_tokens
 from groundscope.pricing import Price
 from groundscope.scoring.grounding_prompt import (
     CLAIMS_MARKER,
@@ -286,3 +286,17 @@ def test_text_tokens_count_cjk_apart() -> None:
     assert text_tokens("abcd" * 10) == 10
     assert text_tokens("图片里有什么") == 6
     assert text_tokens("a" * 5) == math.ceil(5 / 4)
+
+
+def test_video_frames_and_max_image_side_change_the_media_tokens(tmp_path: Path) -> None:
+    """With ``video_frames`` N a video is N frames of at most 768 px (or max_image_side);
+    ``max_image_side`` counts an image at its downscaled size."""
+    plain = TokenCounter()
+    framed = TokenCounter(settings=media.MediaSettings(video_frames=4, max_image_side=512))
+    big = write(tmp_path, "big.png", image_bytes("PNG", size=(2048, 1024)))
+    image = MediaRef(str(big), Modality.IMAGE)
+    video = MediaRef(str(EXAMPLES / "media" / "sample.mp4"), Modality.VIDEO)
+    assert plain.medium(image) == image_tokens(2048, 1024, None)
+    assert framed.medium(image) == image_tokens(512, 256, None) < plain.medium(image)
+    assert plain.medium(video) == 6120
+    assert framed.medium(video) == 4 * image_tokens(512, 512, None)

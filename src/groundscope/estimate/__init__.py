@@ -54,7 +54,7 @@ def _estimate(cfg: TaskConfig) -> Estimate:
     check_subset_files((run.name, subset) for run in runs for subset in run.subsets)
     media.set_media_roots(run_media_roots(cfg))
     media.set_max_pixels(cfg.max_image_pixels)
-    counter = TokenCounter()
+    counter = TokenCounter(settings=cfg.media_settings())
     steps = Steps(cfg, counter)
     counts = [_read(cfg, run, steps) for run in runs]
     return Estimate(cfg.model, counts, steps.rows(), counter.tally, dict(cfg.pricing))

@@ -97,8 +97,8 @@ def render_estimate(est: Estimate) -> str:
                 if m.unknown_images else ")") if m.images else "",
              f"{m.audio:,} audio ({m.audio_seconds:,.1f} s, ~{m.audio_tokens:,} tokens)"
              if m.audio else "",
-             f"{m.videos:,} videos (~{m.video_tokens:,} tokens: {tokens.VIDEO_TOKENS:,} each)"
-             if m.videos else ""]
+             f"{m.videos:,} videos (~{m.video_tokens:,} tokens: "
+             f"{m.video_tokens // m.videos:,} each)" if m.videos else ""]
     if any(kinds):
         out += ["", "Media in the model's requests: " + ", ".join(k for k in kinds if k)]
     for d in est.datasets:

@@ -12,8 +12,10 @@
 - **Audio**: :data:`AUDIO_TOKENS_PER_SECOND` (10) per second (OpenAI bills ~600 audio tokens
   a minute); seconds from a WAV header, else the byte size at 128 kbit/s; remote audio
   counts as a minute.
-- **Video**: one part of :data:`VIDEO_TOKENS` (8 frames of 765: 6,120), a rough rule; the
-  chat API takes no video, and other providers sample frames their own way.
+- **Video**: with ``video_frames`` N, N image parts, each at most ``frame_side`` square (an
+  upper bound whatever the aspect); else one part of :data:`VIDEO_TOKENS` (8 frames of 765:
+  6,120), a rough rule: providers that take video sample frames their own way.
+- ``max_image_side``: an image is counted at its downscaled size.
 - **Completion**: the cap a request carries (``max_completion_tokens``,
   ``max_output_tokens`` or ``max_tokens`` of its generation config, its ``extra_body``
   too, times ``n``; the Anthropic API's default 4096) is the upper bound; without one there
@@ -113,8 +115,10 @@ class MediaTally:
 class TokenCounter:
     """Estimated prompt tokens of requests, media sizes probed once per medium."""
 
-    def __init__(self, probe: Callable[[MediaRef], media.MediaSize] = media.probe) -> None:
+    def __init__(self, probe: Callable[[MediaRef], media.MediaSize] = media.probe,
+                 settings: media.MediaSettings | None = None) -> None:
         self._probe = probe
+        self.settings = settings or media.MediaSettings()
         self._sizes: dict[tuple[str, str, str | None], media.MediaSize | None] = {}
         self.tally = MediaTally()  # the evaluated model's requests' media
 
@@ -140,7 +144,7 @@ class TokenCounter:
                 t.unknown_images += 1
                 tokens = UNKNOWN_IMAGE_TOKENS
             else:
-                tokens = image_tokens(size.width, size.height, ref.detail)
+                tokens = image_tokens(*self._fitted(size.width, size.height), ref.detail)
             t.image_tokens += tokens
             return tokens
         if ref.kind is Modality.AUDIO:
@@ -152,8 +156,19 @@ class TokenCounter:
             t.audio_tokens += tokens
             return tokens
         t.videos += 1
-        t.video_tokens += VIDEO_TOKENS
-        return VIDEO_TOKENS
+        frames = self.settings.video_frames
+        side = self.settings.frame_side
+        tokens = frames * image_tokens(side, side, ref.detail) if frames else VIDEO_TOKENS
+        t.video_tokens += tokens
+        return tokens
+
+    def _fitted(self, width: int, height: int) -> tuple[int, int]:
+        """An image's size once ``max_image_side`` has downscaled it."""
+        side = self.settings.max_image_side
+        if side is None or max(width, height) <= side:
+            return width, height
+        scale = side / max(width, height)
+        return max(1, round(width * scale)), max(1, round(height * scale))
 
     def _size(self, ref: MediaRef) -> media.MediaSize | None:
         key = (str(ref.kind), media.describe(ref), str(ref.base_dir) if ref.base_dir else None)
