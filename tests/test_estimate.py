@@ -5,6 +5,7 @@ image tokens follow OpenAI's tile rule on real image bytes, prices give costs.""
 
 from __future__ import annotations
 
+import contextvars
 import json
 import math
 import runpy
@@ -290,13 +291,18 @@ def test_text_tokens_count_cjk_apart() -> None:
 
 def test_video_frames_and_max_image_side_change_the_media_tokens(tmp_path: Path) -> None:
     """With ``video_frames`` N a video is N frames of at most 768 px (or max_image_side);
-    ``max_image_side`` counts an image at its downscaled size."""
-    plain = TokenCounter()
-    framed = TokenCounter(settings=media.MediaSettings(video_frames=4, max_image_side=512))
+    ``max_image_side`` counts an image at its downscaled size (read from its header)."""
     big = write(tmp_path, "big.png", image_bytes("PNG", size=(2048, 1024)))
-    image = MediaRef(str(big), Modality.IMAGE)
-    video = MediaRef(str(EXAMPLES / "media" / "sample.mp4"), Modality.VIDEO)
-    assert plain.medium(image) == image_tokens(2048, 1024, None)
-    assert framed.medium(image) == image_tokens(512, 256, None) < plain.medium(image)
-    assert plain.medium(video) == 6120
-    assert framed.medium(video) == 4 * image_tokens(512, 512, None)
+    image = MediaRef(Modality.IMAGE, str(big))
+    video = MediaRef(Modality.VIDEO, str(EXAMPLES / "media" / "sample.mp4"))
+
+    def check() -> None:  # in a copy of the context: the roots set here do not leak
+        media.set_media_roots([tmp_path, EXAMPLES])
+        plain = TokenCounter()
+        framed = TokenCounter(settings=media.MediaSettings(video_frames=4, max_image_side=512))
+        assert plain.medium(image) == image_tokens(2048, 1024, None)
+        assert framed.medium(image) == image_tokens(512, 256, None) < plain.medium(image)
+        assert plain.medium(video) == 6120
+        assert framed.medium(video) == 4 * image_tokens(512, 512, None)
+
+    contextvars.copy_context().run(check)
