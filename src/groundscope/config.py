@@ -216,6 +216,11 @@ class TaskConfig(_Strict):
     max_error_rate: float | None = Field(default=None, ge=0.0, le=1.0)
     simulator: SimulatorArgs = Field(default_factory=SimulatorArgs)
     pricing: dict[str, Price] = Field(default_factory=dict, max_length=MAX_PRICED_MODELS)
+    # scale-out (docs/scale-out.md): "ray" runs the samples on Ray actors (groundscope[ray]);
+    # ray_address: an existing cluster (None: a local Ray); workers: None = one per cluster CPU
+    executor: Literal["local", "ray"] = "local"
+    ray_address: str | None = Field(default=None, min_length=1, max_length=1024)
+    workers: int | None = Field(default=None, ge=1, le=1024)
 
     @model_validator(mode="wrap")
     @classmethod

@@ -32,6 +32,7 @@ from groundscope.pipeline import (
     Hooks,
     Predicted,
     Saved,
+    Scored,
     evaluate_sample,
     finish_groups,
     record_score,
@@ -42,6 +43,7 @@ from groundscope.redaction import Redactor
 from groundscope.report.build import build_dataset_report, write_page
 from groundscope.report.model import Report
 from groundscope.resume import warn_config_changes
+from groundscope.scaleout.shipping import require_ray, shipped_config
 from groundscope.scoring import ScoringContext
 from groundscope.sidework import SideWork
 from groundscope.store import MEDIA_ROOTS_KEY, RunStore, check_subset_files
@@ -65,6 +67,9 @@ class Runner:
         self.datasets = [plan_dataset(cfg, name, self.scoring) for name in cfg.datasets]
         check_subset_files((run.name, subset) for run in self.datasets for subset in run.subsets)
         self._media_roots = run_media_roots(cfg)  # a bad --media-root: before a run directory
+        if cfg.executor == "ray":  # Ray installed, keys as $NAME: before a run directory
+            require_ray()
+            shipped_config(cfg)
         if cfg.use_cache:
             self.store = RunStore.open(cfg.use_cache, cfg.model_name,
                                        legacy_model=cfg.model_id or cfg.model)
@@ -103,6 +108,7 @@ class Runner:
         from groundscope import media
 
         roots = media.set_media_roots(self._media_roots)  # this run's context: load, send, page
+        self._roots = list(roots)
         self.store.write_config({**cfg.redacted(), MEDIA_ROOTS_KEY: list(roots)})
         media.set_max_pixels(cfg.max_image_pixels)  # this run's context: load and send
         if cfg.strict:  # as EvalScope: a bad record is fatal before any request is sent
@@ -116,21 +122,10 @@ class Runner:
                 if cfg.eval_type == "mock":
                     api_url = await self._start_simulator(stack)
                     self.scoring.mock_url = api_url
-                from groundscope.client.apis import wire_api
-                from groundscope.client.openai import ChatClient
-                from groundscope.client.retry import RetryPolicy
-
-                api = cfg.simulator.api if cfg.eval_type == "mock" else cfg.eval_type
-                client = ChatClient(
-                    api_url or "", cfg.model, api_key=cfg.api_key,
-                    generation_config=cfg.generation_config, timeout=cfg.timeout,
-                    retry=RetryPolicy(max_retries=cfg.max_retries, base_delay=cfg.retry_base_delay,
-                                      max_delay=cfg.retry_max_delay),
-                    concurrency=cfg.eval_batch_size, max_response_bytes=cfg.max_response_bytes,
-                    wire=wire_api(api),
-                )
-                stack.push_async_callback(client.aclose)
-                await self._evaluate(client)
+                if cfg.executor == "ray":
+                    await self._evaluate_ray(api_url or "")
+                else:
+                    await self._evaluate_local(stack, api_url)
                 for run in self.datasets:  # the groups, once every member is scored
                     await finish_groups(self.store, run)
             for run in self.datasets:
@@ -149,6 +144,38 @@ class Runner:
         if empty:
             raise NothingEvaluated(empty, report)
         return report
+
+    async def _evaluate_local(self, stack: AsyncExitStack, api_url: str | None) -> None:
+        """The items on this process's event loop, through one model client."""
+        cfg = self.cfg
+        from groundscope.client.apis import wire_api
+        from groundscope.client.openai import ChatClient
+        from groundscope.client.retry import RetryPolicy
+
+        api = cfg.simulator.api if cfg.eval_type == "mock" else cfg.eval_type
+        client = ChatClient(
+            api_url or "", cfg.model, api_key=cfg.api_key,
+            generation_config=cfg.generation_config, timeout=cfg.timeout,
+            retry=RetryPolicy(max_retries=cfg.max_retries, base_delay=cfg.retry_base_delay,
+                              max_delay=cfg.retry_max_delay),
+            concurrency=cfg.eval_batch_size, max_response_bytes=cfg.max_response_bytes,
+            wire=wire_api(api),
+        )
+        stack.push_async_callback(client.aclose)
+        await self._evaluate(client)
+
+    async def _evaluate_ray(self, api_url: str) -> None:
+        """The same items, dispatched to Ray workers (scaleout/driver.py); what comes back is
+        stored and counted here, as in a local run."""
+        from groundscope.scaleout.driver import RayDriver
+
+        self._progress.open()
+        driver = RayDriver(self.cfg, self, api_url=api_url, mock_url=self.scoring.mock_url,
+                           roots=self._roots)
+        await driver.run(self._items(), self._saved)
+        self._side.first_wave_out()
+        if driver.requeued:
+            log.warning("Ray: %d samples of dead workers were sent to the others", driver.requeued)
 
     async def _start_simulator(self, stack: AsyncExitStack) -> str:
         from groundscope.simulator import Oracle, SimBehaviour, SimulatorServer, sim_responders
@@ -237,17 +264,28 @@ class Runner:
             live.release()
 
     async def _process(self, client: ChatClient, item: Item, ahead: asyncio.Semaphore) -> None:
-        run, sample = item.run, item.sample
+        hooks = Hooks(self._model_slot(ahead), self._score_slots,
+                      partial(self.on_prediction, item), partial(self.on_score, item))
+        await evaluate_sample(item.sample, item.repeat, item.run.scorers, client=client,
+                              saved=self._saved(item), redact=self._redactor.redact, hooks=hooks)
+        self.on_done(item)
 
-        def predicted(p: Predicted) -> None:  # stored before scoring starts
-            if p.new:
-                self.store.append_prediction(run.name, item.subset, sample, p.prediction)
-            self._count(run, p)
+    # what a sample's path hands back, locally or from a Ray worker (scaleout/driver.py's Sink)
 
-        hooks = Hooks(self._model_slot(ahead), self._score_slots, predicted,
-                      partial(record_score, self.store, run, sample))
-        await evaluate_sample(sample, item.repeat, run.scorers, client=client, saved=self._saved(item),
-                              redact=self._redactor.redact, hooks=hooks)
+    @property
+    def stop_reason(self) -> str | None:
+        return self._stop_reason
+
+    def on_prediction(self, item: Item, p: Predicted) -> None:
+        """Store a prediction (before it is scored) and count it."""
+        if p.new:
+            self.store.append_prediction(item.run.name, item.subset, item.sample, p.prediction)
+        self._count(item.run, p)
+
+    def on_score(self, item: Item, scored: Scored) -> None:
+        record_score(self.store, item.run, item.sample, scored)
+
+    def on_done(self, item: Item) -> None:
         self._progress.advance(self._errored)
         if self._progress.done % TRIM_EVERY == 0:
             release_free_memory()  # the payloads' freed pages: see groundscope/memory.py

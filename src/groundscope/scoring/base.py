@@ -19,7 +19,8 @@ from groundscope.errors import GroundscopeError
 from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
 
 if TYPE_CHECKING:
-    from groundscope.config import JudgeConfig, TaskConfig
+    from groundscope.client.gate import Gate
+    from groundscope.config import JudgeConfig, JudgeModel, TaskConfig
 
 T = TypeVar("T")
 log = logging.getLogger("groundscope")
@@ -41,7 +42,8 @@ class ScoringContext:
     run's judge config; ``mock_url`` is the URL of the offline simulator that serves
     ``api_url: "mock"`` judges, handed over by whoever started it (the runner in
     ``eval_type=mock``, ``groundscope score``); ``timeout`` / ``max_retries`` apply to each
-    judge request (transport retries); ``max_response_bytes`` caps each judge reply's size.
+    judge request (transport retries); ``max_response_bytes`` caps each judge reply's size;
+    ``judge_gate`` gives a judge endpoint's client its admission gate (default: its own).
     Resources a scorer opens (HTTP clients, cache files) are registered with
     ``on_close`` and released by ``aclose()`` at the end of the run; objects several scorers
     share (the judge panel, a response cache) are made once by ``shared(key, factory)``.
@@ -55,6 +57,9 @@ class ScoringContext:
     timeout: float = 300.0
     max_retries: int = 5
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    # the admission gate of a judge endpoint's client; None: each client's own LocalGate
+    # (a Ray worker plugs in gates shared by every worker: scaleout/worker.py)
+    judge_gate: Callable[[JudgeModel], Gate] | None = None
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _shared: dict[str, Any] = field(default_factory=dict)
 

@@ -258,7 +258,8 @@ class JudgePanel:
                           retry=RetryPolicy(max_retries=self.ctx.max_retries),
                           concurrency=self.ctx.judge_concurrency,
                           max_response_bytes=self.ctx.max_response_bytes,
-                          wire=wire_api(model.eval_type))
+                          wire=wire_api(model.eval_type),
+                          gate=self.ctx.judge_gate(model) if self.ctx.judge_gate else None)
 
 
 def mock_judged(judge: JudgeConfig | None) -> bool:
