@@ -103,3 +103,131 @@ def test_peak_in_flight_never_exceeds_the_batch_size_across_workers(
         server.stop()
     assert stats["requests"] == 60
     assert stats["peak_in_flight"] == BATCH  # reached, never passed (2 workers x 3 would be 6)
+
+
+def _run_in_thread(cfg: dict[str, Any]) -> tuple[threading.Thread, dict[str, Any]]:
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            result["report"] = run_task(cfg)
+        except BaseException as exc:  # shown by the test
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread, result
+
+
+def test_a_killed_worker_loses_nothing_and_resends_only_its_in_flight_requests(
+        ray_address: str, data: Path, samples: list, tmp_path: Path) -> None:
+    import ray
+
+    run_dir = tmp_path / "run"
+    server = HoldingSimulator(samples, BEHAVIOUR, open_for=20)
+    url = server.start()
+    try:
+        thread, result = _run_in_thread(task(url, data, run_dir, executor="ray", workers=2))
+        # the run is stuck with BATCH requests held (the gate lets no more out): kill the
+        # worker holding the most of them
+        wait_until("requests held", lambda: len(server.held_now()) == BATCH and
+                   len(rows(run_dir, "predictions")) == 20 or "error" in result)
+        assert "error" not in result, result
+        gate = next(iter(run_actors("gate").values()))
+        leases = ray.get(gate.snapshot.remote())["leases"]
+        victim, in_flight = max(leases.items(), key=lambda kv: kv[1])
+        workers = run_actors("worker")
+        name = next(n for n in workers if n.endswith(f"-worker-{victim[1:]}"))
+        ray.kill(workers[name], no_restart=True)
+        # its leases are handed back on the gate
+        wait_until("leases released",
+                   lambda: victim not in ray.get(gate.snapshot.remote())["leases"], timeout=60)
+        server.open()
+        thread.join(timeout=300)
+        assert not thread.is_alive()
+    finally:
+        server.stop()
+    assert "error" not in result, result
+    assert_exactly_once(run_dir, {s.id for s in samples})
+    resent = len(server.arrivals) - len(samples)
+    assert 1 <= in_flight and resent == in_flight  # only what the dead worker had in flight
+    again = [h for h, n in Counter(server.arrivals).items() if n > 1]
+    assert len(again) == in_flight
+
+
+class PausingSimulator(SimulatorServer):
+    """Answers request number ``at`` with a 429 and ``Retry-After: <pause>``; records each
+    chat request's arrival time."""
+
+    def __init__(self, *args: Any, at: int, pause: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.at, self.pause = at, pause
+        self.arrived: list[float] = []
+        self.limited_at: float | None = None
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        self.arrived.append(time.monotonic())
+        if len(self.arrived) == self.at:
+            self.limited_at = time.monotonic()
+            return web.json_response({"error": {"message": "slow down", "type": "requests",
+                                                "code": "rate_limit_exceeded"}},
+                                     status=429, headers={"Retry-After": f"{self.pause:g}"})
+        return await super()._chat(request)
+
+
+def test_a_429_with_retry_after_pauses_every_worker(ray_address: str, data: Path, samples: list,
+                                                    tmp_path: Path) -> None:
+    pause = 1.5  # 48 requests after the 429, 3 at a time, 150 ms each: 2.4 s without a pause
+    server = PausingSimulator(samples, SimBehaviour(accuracy=0.7, seed=5, latency_ms=150), at=12,
+                              pause=pause)
+    url = server.start()
+    try:
+        run_task(task(url, data, tmp_path / "run", executor="ray", workers=2))
+    finally:
+        server.stop()
+    assert server.limited_at is not None
+    assert_exactly_once(tmp_path / "run", {s.id for s in samples})
+    # requests already let through when the 429 reached the gate may land just after it;
+    # after that, none from any worker until the pause is over
+    settled = server.limited_at + 0.5
+    during = [t for t in server.arrived if settled < t < server.limited_at + pause]
+    assert during == []
+    assert len([t for t in server.arrived if t >= server.limited_at + pause]) > 10  # went on
+
+
+def test_a_killed_driver_resumes_on_ray_and_repeats_no_finished_sample(
+        ray_address: str, data: Path, samples: list, tmp_path: Path) -> None:
+    from reliability_support import GatedSimulator
+
+    run_dir = tmp_path / "run"
+    n = 23
+    server = GatedSimulator(samples, BEHAVIOUR, open_for=n)
+    url = server.start()
+    try:
+        proc = popen_cli(eval_args(url, data, run_dir, "--eval-batch-size", str(BATCH),
+                                   "--executor", "ray", "--ray-address", ray_address,
+                                   "--workers", "2", "--ignore-errors"), cwd=tmp_path)
+        try:
+            wait_until("predictions", lambda: len(rows(run_dir, "predictions")) >= n
+                       or proc.poll() is not None)
+            assert proc.poll() is None, proc.communicate()
+            proc.send_signal(signal.SIGKILL)
+            proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+    finally:
+        server.stop()
+    assert proc.returncode == -signal.SIGKILL
+    before = {r["sample_id"] for r in rows(run_dir, "predictions")}
+    assert len(before) == n
+    server = SimulatorServer(samples, BEHAVIOUR)
+    url = server.start()
+    try:
+        run_task(task(url, data, tmp_path / "unused", executor="ray", workers=2,
+                      use_cache=str(run_dir)))
+        asked = [request_sample_id(r, question_ids(samples)) for r in server.requests()]
+    finally:
+        server.stop()
+    assert not set(asked) & before, "a finished sample was requested again"
+    assert sorted(asked) == sorted({s.id for s in samples} - before)
+    assert_exactly_once(run_dir, {s.id for s in samples})
