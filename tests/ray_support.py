@@ -4,6 +4,7 @@ takes ~10 s here), a simulator that holds requests until told, and the run's Ray
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import threading
@@ -48,10 +49,8 @@ def run_actors(kind: str) -> dict[str, Any]:
     for entry in list_named_actors(all_namespaces=True):
         name = entry["name"]
         if name.startswith("groundscope-") and f"-{kind}-" in name:
-            try:
+            with contextlib.suppress(ValueError):  # gone meanwhile
                 out[name] = ray.get_actor(name, namespace=entry["namespace"])
-            except ValueError:  # gone meanwhile
-                pass
     return out
 
 
@@ -67,11 +66,13 @@ class HoldingSimulator(SimulatorServer):
         self.held: list[str] = []
         self._mutex = threading.Lock()
         self._gate: asyncio.Event | None = None
+        self._serving: asyncio.AbstractEventLoop
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         digest = hashlib.sha256(await request.read()).hexdigest()
         if self._gate is None:
             self._gate = asyncio.Event()
+            self._serving = asyncio.get_running_loop()  # also when started with astart()
         with self._mutex:
             self.arrivals.append(digest)
             hold = len(self.arrivals) > self.open_for and not self._gate.is_set()
@@ -92,14 +93,12 @@ class HoldingSimulator(SimulatorServer):
 
     def open(self) -> None:
         """Answer the held requests and every later one."""
-        assert self._loop is not None
-
         def release() -> None:
             if self._gate is None:
                 self._gate = asyncio.Event()
             self._gate.set()
 
-        self._loop.call_soon_threadsafe(release)
+        self._serving.call_soon_threadsafe(release)
 
     def held_now(self) -> list[str]:
         with self._mutex:

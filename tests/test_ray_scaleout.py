@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 import threading
 import time
 from collections import Counter
@@ -18,12 +17,12 @@ import pytest
 
 pytest.importorskip("ray")
 
-from aiohttp import web  # noqa: E402
+from aiohttp import web
 
-from groundscope import run_task  # noqa: E402
-from groundscope.simulator import SimBehaviour, SimulatorServer  # noqa: E402
-from ray_support import HoldingSimulator, run_actors, start_local_ray, wait_until  # noqa: E402
-from reliability_support import (  # noqa: E402
+from groundscope import run_task
+from groundscope.simulator import SimBehaviour, SimulatorServer
+from ray_support import HoldingSimulator, run_actors, start_local_ray, wait_until
+from reliability_support import (
     MODEL,
     assert_exactly_once,
     dataset_args,
@@ -130,8 +129,8 @@ def test_a_killed_worker_loses_nothing_and_resends_only_its_in_flight_requests(
         thread, result = _run_in_thread(task(url, data, run_dir, executor="ray", workers=2))
         # the run is stuck with BATCH requests held (the gate lets no more out): kill the
         # worker holding the most of them
-        wait_until("requests held", lambda: len(server.held_now()) == BATCH and
-                   len(rows(run_dir, "predictions")) == 20 or "error" in result)
+        wait_until("requests held", lambda: (len(server.held_now()) == BATCH and
+                   len(rows(run_dir, "predictions")) == 20) or "error" in result)
         assert "error" not in result, result
         gate = next(iter(run_actors("gate").values()))
         leases = ray.get(gate.snapshot.remote())["leases"]
@@ -150,7 +149,7 @@ def test_a_killed_worker_loses_nothing_and_resends_only_its_in_flight_requests(
     assert "error" not in result, result
     assert_exactly_once(run_dir, {s.id for s in samples})
     resent = len(server.arrivals) - len(samples)
-    assert 1 <= in_flight and resent == in_flight  # only what the dead worker had in flight
+    assert in_flight >= 1 and resent == in_flight  # only what the dead worker had in flight
     again = [h for h, n in Counter(server.arrivals).items() if n > 1]
     assert len(again) == in_flight
 
@@ -231,3 +230,67 @@ def test_a_killed_driver_resumes_on_ray_and_repeats_no_finished_sample(
     assert not set(asked) & before, "a finished sample was requested again"
     assert sorted(asked) == sorted({s.id for s in samples} - before)
     assert_exactly_once(run_dir, {s.id for s in samples})
+
+
+GROUNDING = Path(__file__).resolve().parents[1] / "examples" / "grounding"
+
+
+def test_a_grounding_run_with_a_killed_worker_repeats_no_judge_call_of_finished_samples(
+        ray_address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's model and judge requests (16 + 52) go to one simulator that holds every
+    request after the 30th; a worker is killed then. Only requests held at that moment (in
+    flight) may be sent twice."""
+    import ray
+    import yaml
+
+    import groundscope.simulator
+
+    made: list[HoldingSimulator] = []
+
+    class Held(HoldingSimulator):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, open_for=30, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(groundscope.simulator, "SimulatorServer", Held)  # the run's own mock
+    cfg = yaml.safe_load((GROUNDING.parent / "grounding_demo.yaml").read_text())
+    cfg["dataset_args"]["general_vqa"]["local_path"] = str(GROUNDING)
+    cfg["simulator"]["truth"] = str(GROUNDING / "truth.json")
+    run_dir = tmp_path / "run"
+    cfg.update(work_dir=str(run_dir), no_timestamp=True, executor="ray", workers=2,
+               eval_batch_size=2, judge_concurrency=2)
+    thread, result = _run_in_thread(cfg)
+
+    def in_flight() -> dict[str, int]:
+        total: Counter[str] = Counter()
+        for gate in run_actors("gate").values():
+            total.update(ray.get(gate.snapshot.remote())["leases"])
+        return dict(total)
+
+    def stuck() -> bool:  # every lease's request has arrived and is held
+        return bool(made) and 0 < len(made[0].held_now()) == sum(in_flight().values())
+
+    wait_until("requests held", lambda: "error" in result or stuck())
+    assert "error" not in result, result
+    server = made[0]
+    held = set(server.held_now())
+    finished = {r["sample_id"] for r in rows_of(run_dir, "reviews")}
+    victim = max(in_flight().items(), key=lambda kv: kv[1])[0]
+    name = next(n for n in run_actors("worker") if n.endswith(f"-worker-{victim[1:]}"))
+    asked_before = Counter(server.arrivals)
+    ray.kill(run_actors("worker")[name], no_restart=True)
+    server.open()
+    thread.join(timeout=300)
+    assert not thread.is_alive() and "error" not in result, result
+    twice = {h for h, n in Counter(server.arrivals).items() if n > 1}
+    assert twice <= held  # only what was in flight at the kill is asked again
+    assert not twice & set(asked_before) - held  # no finished judge call repeated
+    assert len(server.arrivals) <= 68 + len(held)
+    assert len({r["sample_id"] for r in rows_of(run_dir, "predictions")}) == 16
+    assert finished  # the kill came after some samples were fully scored
+
+
+def rows_of(run_dir: Path, kind: str) -> list[dict[str, Any]]:
+    from reliability_support import complete_lines
+
+    return [r for p in sorted((run_dir / kind).rglob("*.jsonl")) for r in complete_lines(p)]

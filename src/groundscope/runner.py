@@ -170,7 +170,7 @@ class Runner:
         from groundscope.scaleout.driver import RayDriver
 
         self._progress.open()
-        driver = RayDriver(self.cfg, self, api_url=api_url, mock_url=self.scoring.mock_url,
+        driver = RayDriver(self.cfg, self, self.scoring, api_url=api_url, mock_url=self.scoring.mock_url,
                            roots=self._roots)
         await driver.run(self._items(), self._saved)
         self._side.first_wave_out()

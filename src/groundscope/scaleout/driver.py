@@ -32,8 +32,21 @@ from groundscope.plan import Item
 from groundscope.scaleout.gatekeeper import GateKeeper
 from groundscope.scaleout.session import NAMESPACE, start_session
 from groundscope.scaleout.shipping import shipped_config
-from groundscope.scaleout.worker import DONE, FATAL, PREDICTION, SCORE, Key, SampleWorker, Task, gate_limits
+from groundscope.scaleout.worker import (
+    DONE,
+    FATAL,
+    PREDICTION,
+    REPLY,
+    SCORE,
+    Key,
+    SampleWorker,
+    Task,
+    gate_limits,
+)
+from groundscope.scoring import ScoringContext
+from groundscope.scoring.judge import response_cache
 from groundscope.store import prediction_to_json, sample_to_json, score_to_json
+from groundscope.types import Completion
 
 log = logging.getLogger("groundscope")
 
@@ -60,6 +73,7 @@ class _Entry:
     saved: Saved
     predicted: Predicted | None = None
     scores: dict[str, Scored] = field(default_factory=dict)
+    replies: list[tuple[str, str, str, Completion]] = field(default_factory=list)
 
     @property
     def key(self) -> Key:
@@ -76,16 +90,17 @@ class _Entry:
         for name, scored in self.scores.items():
             reviews[name] = {"sample_id": sample.id, "repeat": scored.score.repeat,
                              "request_hash": scored.request_hash, **score_to_json(scored.score)}
-        return Task(self.key, sample, Saved(row, reviews))
+        return Task(self.key, sample, Saved(row, reviews), tuple(self.replies))
 
 
 class RayDriver:
     """Runs a planned evaluation on Ray (see the module docstring)."""
 
-    def __init__(self, cfg: TaskConfig, sink: Sink, *, api_url: str, mock_url: str | None,
-                 roots: list[str]) -> None:
+    def __init__(self, cfg: TaskConfig, sink: Sink, scoring: ScoringContext, *, api_url: str,
+                 mock_url: str | None, roots: list[str]) -> None:
         self.cfg = cfg
         self.sink = sink
+        self.scoring = scoring  # the run's: its reply caches are the run directory's files
         self._config = shipped_config(cfg)  # keys as $NAME: checked before Ray starts
         self._api_url = api_url
         self._mock_url = mock_url
@@ -234,6 +249,12 @@ class RayDriver:
         elif kind == SCORE and value.score.scorer not in entry.scores:
             entry.scores[value.score.scorer] = value
             self.sink.on_score(entry.item, value)
+        elif kind == REPLY:  # a judge reply: into the run's cache file, and kept for a re-run
+            entry.replies.append(value)
+            purpose, cache_key, model, completion = value
+            cache = response_cache(self.scoring, purpose)
+            if cache.get(cache_key) is None:
+                cache.put(cache_key, completion, model=model)
         elif kind == DONE:
             del self._pending[key]
             self.sink.on_done(entry.item)

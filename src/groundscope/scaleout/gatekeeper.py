@@ -78,6 +78,7 @@ class GateKeeper:
         async with cond:
             while True:
                 if worker in self._dead:
+                    cond.notify(1)  # a wake-up meant for a slot passes to the next waiter
                     raise WorkerGone(worker)
                 pause = self._paused_until - loop.time()
                 if pause > 0:

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from groundscope import media
 from groundscope.client.apis import wire_api
+from groundscope.client.cache import ResponseCache
 from groundscope.client.openai import ChatClient
 from groundscope.client.retry import RetryPolicy
 from groundscope.config import JudgeModel, TaskConfig, load_config
@@ -28,7 +30,8 @@ from groundscope.plan import plan_scoring
 from groundscope.redaction import Redactor
 from groundscope.scaleout.gatekeeper import RemoteGate
 from groundscope.scoring import Scorer, ScoringContext
-from groundscope.types import Sample
+from groundscope.scoring.judge import response_cache
+from groundscope.types import Completion, Sample
 
 Key = tuple[str, str, str, int]  # (dataset, subset, sample id, repeat)
 MODEL_GATE = "model"
@@ -36,6 +39,7 @@ MODEL_GATE = "model"
 # what a chunk yields: (kind, key, value)
 PREDICTION = "prediction"  # value: pipeline.Predicted, before scoring
 SCORE = "score"  # value: pipeline.Scored
+REPLY = "reply"  # value: (purpose, cache key, model, Completion) of a judge reply just received
 DONE = "done"  # value: None; the sample's path is over
 FATAL = "fatal"  # value: one line; the run cannot go on (e.g. a judge with no simulator)
 
@@ -47,6 +51,34 @@ class Task:
     key: Key
     sample: Sample
     saved: Saved
+    replies: tuple[tuple[str, str, str, Completion], ...] = ()  # judge replies it already got
+
+
+Event = tuple[str, Key, Any]
+# the sample whose path runs in this task, and where its events go
+_CURRENT: ContextVar[tuple[asyncio.Queue[Event], Key] | None] = ContextVar(
+    "groundscope_ray_sample", default=None)
+
+
+class ForwardedCache(ResponseCache):
+    """A worker's judge replies of one purpose: kept in memory, and each new one sent to the
+    driver with the sample that asked (the driver writes the run's cache file and hands the
+    replies back if the sample has to run again elsewhere)."""
+
+    def __init__(self, purpose: str) -> None:
+        super().__init__(None)
+        self.purpose = purpose
+
+    def put(self, key: str, completion: Completion, *, model: str = "") -> None:
+        super().put(key, completion, model=model)
+        current = _CURRENT.get()
+        if current is not None:
+            queue, sample = current
+            queue.put_nowait((REPLY, sample, (self.purpose, key, model, completion)))
+
+    def seed(self, key: str, completion: Completion) -> None:
+        """Keep a reply received before (not sent to the driver again)."""
+        super().put(key, completion)
 
 
 def judge_gate_key(model: JudgeModel) -> str:
@@ -95,6 +127,7 @@ class SampleWorker:
         scoring.mock_url = self._mock_url
         limit = scoring.judge_concurrency
         scoring.judge_gate = lambda model: self._gate(judge_gate_key(model), limit)
+        scoring.reply_cache = ForwardedCache
         self._scorers = {name: plan_scoring(cfg, name, scoring).scorers for name in cfg.datasets}
         self._scoring = scoring
         self._redact = Redactor(cfg.secrets()).redact
@@ -109,11 +142,11 @@ class SampleWorker:
         self._max_pixels = cfg.max_image_pixels
         return None
 
-    async def run(self, tasks: list[Task]) -> AsyncIterator[tuple[str, Key, Any]]:
+    async def run(self, tasks: list[Task]) -> AsyncIterator[Event]:
         """Evaluate ``tasks`` concurrently; yield each prediction, score and end as it comes."""
         media.set_media_roots(self._roots)  # this call's context: the driver's roots
         media.set_max_pixels(self._max_pixels)
-        queue: asyncio.Queue[tuple[str, Key, Any]] = asyncio.Queue()
+        queue: asyncio.Queue[Event] = asyncio.Queue()
         running = [asyncio.create_task(self._one(task, queue)) for task in tasks]
         try:
             for _ in range(len(tasks)):
@@ -126,8 +159,13 @@ class SampleWorker:
             for t in running:
                 t.cancel()
 
-    async def _one(self, task: Task, queue: asyncio.Queue[tuple[str, Key, Any]]) -> None:
+    async def _one(self, task: Task, queue: asyncio.Queue[Event]) -> None:
         key = task.key
+        _CURRENT.set((queue, key))  # this task's context only
+        for purpose, cache_key, _, completion in task.replies:
+            cache = response_cache(self._scoring, purpose) if self._scoring else None
+            if isinstance(cache, ForwardedCache):
+                cache.seed(cache_key, completion)
         hooks = Hooks(on_prediction=lambda p: queue.put_nowait((PREDICTION, key, p)),
                       on_score=lambda s: queue.put_nowait((SCORE, key, s)))
         try:

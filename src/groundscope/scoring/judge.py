@@ -284,8 +284,11 @@ def response_cache(ctx: ScoringContext, purpose: str) -> ResponseCache:
     from groundscope.client.cache import ResponseCache
 
     def make() -> ResponseCache:
-        path = ctx.run_dir / "cache" / f"{purpose}.jsonl" if ctx.run_dir is not None else None
-        cache = ResponseCache(path)
+        if ctx.reply_cache is not None:
+            cache = ctx.reply_cache(purpose)
+        else:
+            path = ctx.run_dir / "cache" / f"{purpose}.jsonl" if ctx.run_dir is not None else None
+            cache = ResponseCache(path)
 
         async def close() -> None:
             cache.close()
