@@ -5,6 +5,7 @@ a killed worker or driver losing nothing and repeating only what was in flight."
 from __future__ import annotations
 
 import json
+import os
 import signal
 import threading
 import time
@@ -38,6 +39,8 @@ from reliability_support import (
 
 BEHAVIOUR = SimBehaviour(accuracy=0.7, seed=5, latency_ms=15)
 BATCH = 3
+KEY_VAR, KEY = "GS_RAY_TEST_KEY", "sk-ray-test-5f1c9e2b7a"
+RAY_TEMP: list[str] = []
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +48,8 @@ def ray_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     import tempfile
 
     temp = tempfile.mkdtemp(prefix="gs-ray-t-")  # short: Ray's Unix socket paths
+    os.environ[KEY_VAR] = KEY  # before Ray starts: its workers inherit it, as on a real node
+    RAY_TEMP.append(temp)
     yield from start_local_ray(temp)
 
 
@@ -77,8 +82,13 @@ def two_runs(ray_address: str, data: Path, samples: list,
     out: dict[str, Any] = {}
     for name, extra in (("local", {}), ("ray", {"executor": "ray", "workers": 2})):
         work = tmp_path_factory.mktemp(name) / "run"
-        with SimulatorServer(samples, BEHAVIOUR) as url:
-            run_task(task(url, data, work, **extra))
+        server = SimulatorServer(samples, BEHAVIOUR)
+        url = server.start()
+        try:
+            run_task(task(url, data, work, api_key=f"${KEY_VAR}", **extra))
+            out[f"{name}-auth"] = {r["auth_sha256"] for r in server.requests()}
+        finally:
+            server.stop()
         out[name] = work
     return out
 
@@ -89,6 +99,29 @@ def test_ray_run_reports_and_rows_equal_a_local_run(two_runs: dict[str, Path]) -
     assert row_set(ray_run, "predictions") == row_set(local, "predictions")
     assert row_set(ray_run, "reviews") == row_set(local, "reviews")
     assert len(rows(ray_run, "predictions")) == 60
+
+
+def test_workers_resolve_the_key_name_and_the_value_never_reaches_ray(
+        two_runs: dict[str, Any], ray_address: str) -> None:
+    assert two_runs["ray-auth"] == two_runs["local-auth"] != {None}  # the key, sent by workers
+    temp = Path(RAY_TEMP[0])  # Ray's session: logs, spilled objects, sockets
+    leaked = [p for p in temp.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
+    assert leaked == []
+    config = json.loads((two_runs["ray"] / "config.json").read_text())
+    assert config["api_key"] == f"${KEY_VAR}"
+
+
+def test_a_key_name_unset_on_the_workers_is_one_line(ray_address: str, data: Path,
+                                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                     ) -> None:
+    from groundscope.errors import GroundscopeError
+
+    monkeypatch.setenv("GS_LATE_KEY", "sk-late-0000")  # here only: Ray's workers started before
+    with pytest.raises(GroundscopeError) as err:
+        run_task(task("http://127.0.0.1:9/v1", data, tmp_path / "run", executor="ray", workers=2,
+                      api_key="$GS_LATE_KEY"))
+    text = str(err.value)
+    assert "\n" not in text and "GS_LATE_KEY is not set" in text and text.startswith("worker w")
 
 
 def test_peak_in_flight_never_exceeds_the_batch_size_across_workers(
@@ -267,8 +300,12 @@ def test_a_grounding_run_with_a_killed_worker_repeats_no_judge_call_of_finished_
             total.update(ray.get(gate.snapshot.remote())["leases"])
         return dict(total)
 
-    def stuck() -> bool:  # every lease's request has arrived and is held
-        return bool(made) and 0 < len(made[0].held_now()) == sum(in_flight().values())
+    def delivered() -> int:  # answers the driver has: predictions and judge replies on disk
+        return len(rows_of(run_dir, "predictions")) + len(rows_of(run_dir, "cache"))
+
+    def stuck() -> bool:  # every lease's request is held and every answer delivered
+        return (bool(made) and 0 < len(made[0].held_now()) == sum(in_flight().values())
+                and delivered() == 30)
 
     wait_until("requests held", lambda: "error" in result or stuck())
     assert "error" not in result, result
