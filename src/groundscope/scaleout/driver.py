@@ -228,8 +228,8 @@ class RayDriver:
         try:
             if handle is not None:
                 async for ref in handle.run.remote([e.task() for e in chunk]):
-                    kind, key, value = await ref
-                    self._event(kind, key, value)
+                    for kind, key, value in await ref:
+                        self._event(kind, key, value)
                 return
         except RayActorError:
             await self._worker_died(wid)

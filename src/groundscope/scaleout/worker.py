@@ -142,19 +142,21 @@ class SampleWorker:
         self._max_pixels = cfg.max_image_pixels
         return None
 
-    async def run(self, tasks: list[Task]) -> AsyncIterator[Event]:
-        """Evaluate ``tasks`` concurrently; yield each prediction, score and end as it comes."""
+    async def run(self, tasks: list[Task]) -> AsyncIterator[list[Event]]:
+        """Evaluate ``tasks`` concurrently; yield each prediction, score and end as it comes
+        (what is ready at once goes back as one list: one object per batch, not per event)."""
         media.set_media_roots(self._roots)  # this call's context: the driver's roots
         media.set_max_pixels(self._max_pixels)
         queue: asyncio.Queue[Event] = asyncio.Queue()
         running = [asyncio.create_task(self._one(task, queue)) for task in tasks]
+        left = len(tasks)
         try:
-            for _ in range(len(tasks)):
-                while True:
-                    event = await queue.get()
-                    yield event
-                    if event[0] in (DONE, FATAL):
-                        break
+            while left:
+                batch = [await queue.get()]
+                while not queue.empty():
+                    batch.append(queue.get_nowait())
+                left -= sum(kind in (DONE, FATAL) for kind, _, _ in batch)
+                yield batch
         finally:
             for t in running:
                 t.cancel()
