@@ -2,8 +2,8 @@
 
 Run by hand (needs ``pip install 'groundscope[ray]'``; not part of the test suite)::
 
-    python benchmarks/bench_ray.py              # N=160 records, one ~1 MB image each
-    python benchmarks/bench_ray.py --n 400 --image-kb 2000
+    python benchmarks/bench_ray.py                  # N=160 records, one 1000x1000 noise PNG each
+    python benchmarks/bench_ray.py --n 400 --px 1400
 
 Two simulator processes: one serves the model, the other an LLM judge that sees the image
 too (``judge.multimodal``), so each sample's media are read, hashed, base64-encoded and
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import make_vqa_dataset, simulator_process
+from _common import CACHE, simulator_process
 
 PHASE: dict[str, float] = {}
 
@@ -42,6 +42,31 @@ def _time_dispatch() -> None:
     driver.RayDriver._dispatch = timed  # type: ignore[method-assign]
 
 
+def noise_png_dataset(n: int, px: int) -> Path:
+    """``n`` General-VQA records, each with its own ``px`` x ``px`` RGB noise PNG (about
+    3 bytes a pixel: noise does not compress), cached under GROUNDSCOPE_BENCH_DIR."""
+    import json
+
+    import numpy as np
+    from PIL import Image
+
+    root = CACHE / f"ray_noise_{n}_{px}"
+    data = root / "bench.jsonl"
+    if data.exists():
+        return root
+    (root / "img").mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    with data.open("w") as fh:
+        for i in range(n):
+            pixels = rng.integers(0, 256, (px, px, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(root / "img" / f"{i}.png", compress_level=1)
+            rec = {"id": f"r{i}", "answer": "noise", "messages": [{"role": "user", "content": [
+                {"type": "text", "text": f"Question {i}: what is in this picture?"},
+                {"type": "image_url", "image_url": {"url": f"img/{i}.png"}}]}]}
+            fh.write(json.dumps(rec) + "\n")
+    return root
+
+
 def _task(model_url: str, judge_url: str, data: Path, work: Path, **extra: Any) -> dict[str, Any]:
     return {"model": "bench", "api_url": model_url, "datasets": ["general_vqa"],
             "dataset_args": {"general_vqa": {"local_path": str(data / "bench.jsonl")}},
@@ -54,7 +79,7 @@ def _task(model_url: str, judge_url: str, data: Path, work: Path, **extra: Any) 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=160)
-    parser.add_argument("--image-kb", type=int, default=1000)
+    parser.add_argument("--px", type=int, default=1000, help="image side in pixels")
     args = parser.parse_args()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # no token written into ~/.ray
@@ -62,12 +87,14 @@ def main() -> None:
 
     from groundscope import run_task
 
-    data = make_vqa_dataset(args.n, image_kb=args.image_kb)
+    data = noise_png_dataset(args.n, args.px)
+    size = sum(p.stat().st_size for p in (data / "img").iterdir()) / args.n / 1e6
     temp = tempfile.mkdtemp(prefix="gs-bench-ray-")
     started = time.perf_counter()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=temp)
     print(f"ray.init: {time.perf_counter() - started:.1f} s (not in the figures below)")
-    print(f"N={args.n} records, one ~{args.image_kb} KB image each; model and multimodal judge "
+    print(f"N={args.n} records, one {args.px}x{args.px} noise PNG each ({size:.1f} MB); model and "
+          f"multimodal judge "
           f"on two simulator processes; eval_batch_size 16, judge_concurrency 16; "
           f"{os.cpu_count()} CPUs (shared)")
     _time_dispatch()

@@ -136,3 +136,12 @@ def test_rays_temp_dir_is_in_the_work_dir_unless_too_long_for_its_sockets(tmp_pa
     path, scratch = session.temp_dir_for(long_dir)
     assert scratch and len(path) <= session.MAX_TEMP_DIR_CHARS and Path(path).is_dir()
     Path(path).rmdir()
+
+
+def test_resuming_a_local_run_on_ray_is_no_config_change() -> None:
+    from groundscope.resume import config_changes
+
+    local = load_config(_cfg()).redacted()
+    on_ray = load_config(_cfg(executor="ray", workers=4, ray_address="auto")).redacted()
+    assert config_changes(local, on_ray) == []
+    assert config_changes(local, load_config(_cfg(seed=7)).redacted()) != []

@@ -172,8 +172,8 @@ class Runner:
         self._progress.open()
         driver = RayDriver(self.cfg, self, self.scoring, api_url=api_url, mock_url=self.scoring.mock_url,
                            roots=self._roots)
+        self._side.first_wave_out()  # the requests go out from the workers, not from here
         await driver.run(self._items(), self._saved)
-        self._side.first_wave_out()
         if driver.requeued:
             log.warning("Ray: %d samples of dead workers were sent to the others", driver.requeued)
 
