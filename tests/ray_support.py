@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,6 +31,7 @@ def start_local_ray(temp_dir: str) -> Iterator[str]:
         yield ray.get_runtime_context().gcs_address
     finally:
         ray.shutdown()
+        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def wait_until(what: str, ok: Callable[[], bool], timeout: float = 120.0) -> None:
