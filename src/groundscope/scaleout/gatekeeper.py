@@ -24,7 +24,11 @@ from groundscope.client.gate import GateStats, Lease, Outcome
 from groundscope.client.http_errors import parse_retry_after
 
 MAX_PAUSE_S = 120.0  # a longer Retry-After pauses this long (the OpenAI SDK gives up beyond it)
-_PAUSE_HEADERS = ("retry-after-ms", "retry-after")
+
+def _limit_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The reply headers a gate may act on: Retry-After and the rate-limit families
+    (``x-ratelimit-*``, ``anthropic-ratelimit-*``); nothing else crosses to the actor."""
+    return {k: v for k, v in headers.items() if k.startswith("retry-after") or "ratelimit" in k}
 
 
 class WorkerGone(RuntimeError):
@@ -96,8 +100,10 @@ class GateKeeper:
             return self._next
 
     async def release(self, lease: int, status: int | None = None,
-                      headers: Mapping[str, str] | None = None) -> None:
-        """Hand ``lease`` back; a 429's ``Retry-After`` pauses the endpoint for everyone."""
+                      headers: Mapping[str, str] | None = None, tokens: int | None = None) -> None:
+        """Hand ``lease`` back; a 429's ``Retry-After`` pauses the endpoint for everyone.
+        (``tokens``, the reply's usage, and the rate-limit headers arrive for a richer
+        limiter's sake; this one acts on the status and the pause only.)"""
         cond = self._condition()
         async with cond:
             if status == 429:
@@ -155,5 +161,5 @@ class RemoteGate:
         self.stats.in_flight -= 1
         if outcome.status == 429:
             self.stats.rate_limited += 1
-        headers = {k: outcome.headers[k] for k in _PAUSE_HEADERS if k in outcome.headers}
-        await self.actor.release.remote(lease, outcome.status, headers)
+        await self.actor.release.remote(lease, outcome.status, _limit_headers(outcome.headers),
+                                        outcome.tokens)
