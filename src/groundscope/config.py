@@ -232,6 +232,11 @@ class TaskConfig(_Strict):
     simulator: SimulatorArgs = Field(default_factory=SimulatorArgs)
     pricing: dict[str, Price] = Field(default_factory=dict, max_length=MAX_PRICED_MODELS)
     shard: str | None = None  # "K/N": this run asks the K-th of N parts (sharding.py)
+    # scale-out (docs/scale-out.md): "ray" runs the samples on Ray actors (groundscope[ray]);
+    # ray_address: an existing cluster (None: a local Ray); workers: None = one per cluster CPU
+    executor: Literal["local", "ray"] = "local"
+    ray_address: str | None = Field(default=None, min_length=1, max_length=1024)
+    workers: int | None = Field(default=None, ge=1, le=1024)
 
     @model_validator(mode="wrap")
     @classmethod

@@ -27,6 +27,7 @@ _EXECUTION_KEYS = frozenset({
     "retry_max_delay", "eval_batch_size", "judge_concurrency", "api_url", "api_key",
     "media_roots",
     "max_response_bytes",
+    "executor", "ray_address", "workers",  # local or Ray: the same results (scaleout/)
 })
 
 

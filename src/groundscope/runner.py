@@ -19,6 +19,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,7 @@ from groundscope.redaction import Redactor
 from groundscope.report.build import build_dataset_report, write_page
 from groundscope.report.model import Report
 from groundscope.resume import check_same_shard, warn_config_changes
+from groundscope.scaleout.shipping import require_ray, shipped_config
 from groundscope.scoring import ScoringContext
 from groundscope.sharding import Dealer
 from groundscope.sidework import SideWork
@@ -69,6 +71,9 @@ class Runner:
         self.datasets = [plan_dataset(cfg, name, self.scoring) for name in cfg.datasets]
         check_subset_files((run.name, subset) for run in self.datasets for subset in run.subsets)
         self._media_roots = run_media_roots(cfg)  # a bad --media-root: before a run directory
+        if cfg.executor == "ray":  # Ray installed, keys as $NAME: before a run directory
+            require_ray()
+            shipped_config(cfg)
         if cfg.use_cache:
             self.store = RunStore.open(cfg.use_cache, cfg.model_name,
                                        legacy_model=cfg.model_id or cfg.model)
@@ -109,6 +114,7 @@ class Runner:
         from groundscope import media
 
         roots = media.set_media_roots(self._media_roots)  # this run's context: load, send, page
+        self._roots = list(roots)
         self.store.write_config({**cfg.redacted(), MEDIA_ROOTS_KEY: list(roots)})
         media.set_max_pixels(cfg.max_image_pixels)  # this run's context: load and send
         media.set_media_settings(cfg.media_settings())  # frames, image sizes, wav: model and judges
@@ -123,21 +129,10 @@ class Runner:
                 if cfg.eval_type == "mock":
                     api_url = await self._start_simulator(stack)
                     self.scoring.mock_url = api_url
-                from groundscope.client.apis import wire_api
-                from groundscope.client.openai import ChatClient
-                from groundscope.client.retry import RetryPolicy
-
-                api = cfg.simulator.api if cfg.eval_type == "mock" else cfg.eval_type
-                client = ChatClient(
-                    api_url or "", cfg.model, api_key=cfg.api_key,
-                    generation_config=cfg.generation_config, timeout=cfg.timeout,
-                    retry=RetryPolicy(max_retries=cfg.max_retries, base_delay=cfg.retry_base_delay,
-                                      max_delay=cfg.retry_max_delay),
-                    concurrency=cfg.eval_batch_size, max_response_bytes=cfg.max_response_bytes,
-                    wire=wire_api(api),
-                )
-                stack.push_async_callback(client.aclose)
-                await self._evaluate(client)
+                if cfg.executor == "ray":
+                    await self._evaluate_ray(api_url or "")
+                else:
+                    await self._evaluate_local(stack, api_url)
                 for run in self.datasets:  # the groups, once every member is scored
                     await finish_groups(self.store, run)
             for run in self.datasets:
@@ -156,6 +151,38 @@ class Runner:
         if empty:
             raise NothingEvaluated(empty, report)
         return report
+
+    async def _evaluate_local(self, stack: AsyncExitStack, api_url: str | None) -> None:
+        """The items on this process's event loop, through one model client."""
+        cfg = self.cfg
+        from groundscope.client.apis import wire_api
+        from groundscope.client.openai import ChatClient
+        from groundscope.client.retry import RetryPolicy
+
+        api = cfg.simulator.api if cfg.eval_type == "mock" else cfg.eval_type
+        client = ChatClient(
+            api_url or "", cfg.model, api_key=cfg.api_key,
+            generation_config=cfg.generation_config, timeout=cfg.timeout,
+            retry=RetryPolicy(max_retries=cfg.max_retries, base_delay=cfg.retry_base_delay,
+                              max_delay=cfg.retry_max_delay),
+            concurrency=cfg.eval_batch_size, max_response_bytes=cfg.max_response_bytes,
+            wire=wire_api(api),
+        )
+        stack.push_async_callback(client.aclose)
+        await self._evaluate(client)
+
+    async def _evaluate_ray(self, api_url: str) -> None:
+        """The same items, dispatched to Ray workers (scaleout/driver.py); what comes back is
+        stored and counted here, as in a local run."""
+        from groundscope.scaleout.driver import RayDriver
+
+        self._progress.open()
+        driver = RayDriver(self.cfg, self, self.scoring, api_url=api_url, mock_url=self.scoring.mock_url,
+                           roots=self._roots)
+        self._side.first_wave_out()  # the requests go out from the workers, not from here
+        await driver.run(self._items(), self._saved)
+        if driver.requeued:
+            log.warning("Ray: %d samples of dead workers were sent to the others", driver.requeued)
 
     async def _start_simulator(self, stack: AsyncExitStack) -> str:
         from groundscope.simulator import Oracle, SimBehaviour, SimulatorServer, sim_responders
@@ -252,23 +279,32 @@ class Runner:
             live.release()
 
     async def _process(self, client: ChatClient, item: Item, ahead: asyncio.Semaphore) -> None:
-        run, sample = item.run, item.sample
-
-        def predicted(p: Predicted) -> None:  # stored before scoring starts
-            if p.new:
-                self.store.append_prediction(run.name, item.subset, sample, p.prediction)
-            self._count(run, p)
-
-        def scored(s: Scored) -> None:
-            record_score(self.store, run, sample, s)
-            self._live.scored(run, s)
-
-        hooks = Hooks(self._model_slot(ahead), self._score_slots, predicted, scored)
+        hooks = Hooks(self._model_slot(ahead), self._score_slots,
+                      partial(self.on_prediction, item), partial(self.on_score, item))
         saved = self._saved(item)
         if saved.prediction is None:  # to be asked: its media converted while it waits
-            prefetch(sample.messages)
-        await evaluate_sample(sample, item.repeat, run.scorers, client=client, saved=saved,
-                              redact=self._redactor.redact, hooks=hooks)
+            prefetch(item.sample.messages)
+        await evaluate_sample(item.sample, item.repeat, item.run.scorers, client=client,
+                              saved=saved, redact=self._redactor.redact, hooks=hooks)
+        self.on_done(item)
+
+    # what a sample's path hands back, locally or from a Ray worker (scaleout/driver.py's Sink)
+
+    @property
+    def stop_reason(self) -> str | None:
+        return self._stop_reason
+
+    def on_prediction(self, item: Item, p: Predicted) -> None:
+        """Store a prediction (before it is scored) and count it."""
+        if p.new:
+            self.store.append_prediction(item.run.name, item.subset, item.sample, p.prediction)
+        self._count(item.run, p)
+
+    def on_score(self, item: Item, scored: Scored) -> None:
+        record_score(self.store, item.run, item.sample, scored)
+        self._live.scored(item.run, scored)
+
+    def on_done(self, item: Item) -> None:
         self._progress.advance(self._errored)
         if self._progress.done % TRIM_EVERY == 0:
             release_free_memory()  # the payloads' freed pages: see groundscope/memory.py

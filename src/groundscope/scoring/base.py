@@ -19,8 +19,10 @@ from groundscope.errors import GroundscopeError
 from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
 
 if TYPE_CHECKING:
+    from groundscope.client.cache import ResponseCache
+    from groundscope.client.gate import Gate
     from groundscope.client.openai import ChatClient
-    from groundscope.config import JudgeConfig, TaskConfig
+    from groundscope.config import JudgeConfig, JudgeModel, TaskConfig
 
 T = TypeVar("T")
 log = logging.getLogger("groundscope")
@@ -42,7 +44,9 @@ class ScoringContext:
     run's judge config; ``mock_url`` is the URL of the offline simulator that serves
     ``api_url: "mock"`` judges, handed over by whoever started it (the runner in
     ``eval_type=mock``, ``groundscope score``); ``timeout`` / ``max_retries`` apply to each
-    judge request (transport retries); ``max_response_bytes`` caps each judge reply's size.
+    judge request (transport retries); ``max_response_bytes`` caps each judge reply's size;
+    ``judge_gate`` gives a judge endpoint's client its admission gate (default: its own);
+    ``reply_cache`` makes a purpose's reply cache (default: a file in ``run_dir``).
     Resources a scorer opens (HTTP clients, cache files) are registered with
     ``on_close`` and released by ``aclose()`` at the end of the run; objects several scorers
     share (the judge panel, a response cache) are made once by ``shared(key, factory)``.
@@ -57,6 +61,11 @@ class ScoringContext:
     max_retries: int = 5
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     judge_clients: list[ChatClient] = field(default_factory=list)  # connected: the live view
+    # the admission gate of a judge endpoint's client; None: each client's own LocalGate
+    # (a Ray worker plugs in gates shared by every worker: scaleout/worker.py)
+    judge_gate: Callable[[JudgeModel], Gate] | None = None
+    # makes the judge reply cache of a purpose; None: <run_dir>/cache/<purpose>.jsonl
+    reply_cache: Callable[[str], ResponseCache] | None = None
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _shared: dict[str, Any] = field(default_factory=dict)
 

@@ -268,7 +268,8 @@ class JudgePanel:
                           retry=RetryPolicy(max_retries=self.ctx.max_retries),
                           concurrency=self.ctx.judge_concurrency,
                           max_response_bytes=self.ctx.max_response_bytes,
-                          wire=wire_api(model.eval_type))
+                          wire=wire_api(model.eval_type),
+                          gate=self.ctx.judge_gate(model) if self.ctx.judge_gate else None)
 
 
 def mock_judged(judge: JudgeConfig | None) -> bool:
@@ -293,8 +294,11 @@ def response_cache(ctx: ScoringContext, purpose: str) -> ResponseCache:
     from groundscope.client.cache import ResponseCache
 
     def make() -> ResponseCache:
-        path = ctx.run_dir / "cache" / f"{purpose}.jsonl" if ctx.run_dir is not None else None
-        cache = ResponseCache(path)
+        if ctx.reply_cache is not None:
+            cache = ctx.reply_cache(purpose)
+        else:
+            path = ctx.run_dir / "cache" / f"{purpose}.jsonl" if ctx.run_dir is not None else None
+            cache = ResponseCache(path)
 
         async def close() -> None:
             cache.close()

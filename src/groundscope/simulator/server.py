@@ -111,6 +111,8 @@ class SimulatorServer:
         self._counts: Counter[str] = Counter()
         self._attempts: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._in_flight = 0  # chat requests being served now, and the most at once
+        self._peak_in_flight = 0
         self._runner: web.AppRunner | None = None
         self._closing: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
@@ -136,6 +138,7 @@ class SimulatorServer:
         with self._lock:
             counts = dict(self._counts)
             attempts = list(self._attempts.values())
+            peak = self._peak_in_flight
         return {
             "requests": counts.get("requests", 0),
             "completions": counts.get("status:200", 0) - counts.get("fault:malformed", 0),
@@ -143,6 +146,7 @@ class SimulatorServer:
             "by_fault": {k[6:]: v for k, v in counts.items() if k.startswith("fault:")},
             "keys": len(attempts),
             "max_attempt": max(attempts, default=0),
+            "peak_in_flight": peak,
         }
 
     def reset(self) -> None:
@@ -152,6 +156,7 @@ class SimulatorServer:
             self._bodies.clear()
             self._counts.clear()
             self._attempts.clear()
+            self._peak_in_flight = self._in_flight
 
     def _record(self, request: web.Request, status: int, **fields: Any) -> None:
         headers = {str(k): v for k, v in request.headers.items()
@@ -181,6 +186,16 @@ class SimulatorServer:
         return await self._serve(RESPONSES, request)
 
     async def _serve(self, api: SimAPI, request: web.Request) -> web.StreamResponse:
+        with self._lock:
+            self._in_flight += 1
+            self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
+        try:
+            return await self._serve_one(api, request)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    async def _serve_one(self, api: SimAPI, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()  # the latency counts from here: parsing is part of it
         raw = await request.read()
         try:

@@ -1,0 +1,262 @@
+"""The driver of a Ray run: the runner's plan, dispatched to worker actors in chunks.
+
+The runner plans and reads exactly as for a local run (records read, checked, skipped and
+counted once, duplicate ids, resume: ``runner.Runner._items`` / ``_saved``); this module
+sends each ``(sample, repeat)`` (a ``Sample`` with ``MediaRef`` s, never media bytes) to a
+:class:`~groundscope.scaleout.worker.SampleWorker` actor and hands what streams back to the
+runner's :class:`Sink`, the only writer of the run directory.
+
+Delivery is at-least-once, writing exactly-once: a sample's prediction and each of its
+scores are handed to the sink the first time they arrive; later copies are dropped. A
+worker that dies (``RayActorError``) has its leases on every endpoint gate handed back and
+its unfinished samples sent to another worker with what already arrived (its prediction,
+its scores) as their saved state, so only requests that were in flight are sent again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from groundscope.config import TaskConfig
+from groundscope.errors import GroundscopeError
+from groundscope.pipeline import Predicted, Saved, Scored
+from groundscope.plan import Item
+from groundscope.scaleout.gatekeeper import GateKeeper
+from groundscope.scaleout.session import NAMESPACE, start_session
+from groundscope.scaleout.shipping import shipped_config
+from groundscope.scaleout.worker import (
+    DONE,
+    FATAL,
+    PREDICTION,
+    REPLY,
+    SCORE,
+    Key,
+    SampleWorker,
+    Task,
+    gate_limits,
+)
+from groundscope.scoring import ScoringContext
+from groundscope.scoring.judge import response_cache
+from groundscope.store import prediction_to_json, sample_to_json, score_to_json
+from groundscope.types import Completion
+
+log = logging.getLogger("groundscope")
+
+CHUNKS_PER_WORKER = 2  # one running, one queued: a worker never waits for the driver
+MAX_CHUNK = 256
+DEFAULT_MAX_WORKERS = 64
+
+
+class Sink(Protocol):
+    """The runner's side: what it stores and counts, and whether it stopped the run."""
+
+    stop_reason: str | None
+
+    def on_prediction(self, item: Item, predicted: Predicted) -> None: ...
+    def on_score(self, item: Item, scored: Scored) -> None: ...
+    def on_done(self, item: Item) -> None: ...
+
+
+@dataclass
+class _Entry:
+    """A dispatched (sample, repeat) until its path is over, and what arrived of it."""
+
+    item: Item
+    saved: Saved
+    predicted: Predicted | None = None
+    scores: dict[str, Scored] = field(default_factory=dict)
+    replies: list[tuple[str, str, str, Completion]] = field(default_factory=list)
+
+    @property
+    def key(self) -> Key:
+        return (self.item.run.name, self.item.subset, self.item.sample.id, self.item.repeat)
+
+    def task(self) -> Task:
+        """The work for a worker: what the run directory holds, updated with what arrived."""
+        row, reviews = self.saved.prediction, dict(self.saved.reviews)
+        sample = self.item.sample
+        if self.predicted is not None:
+            pred = self.predicted.prediction
+            row = {"sample_id": sample.id, "repeat": pred.repeat, **prediction_to_json(pred),
+                   "sample": sample_to_json(sample)}
+        for name, scored in self.scores.items():
+            reviews[name] = {"sample_id": sample.id, "repeat": scored.score.repeat,
+                             "request_hash": scored.request_hash, **score_to_json(scored.score)}
+        return Task(self.key, sample, Saved(row, reviews), tuple(self.replies))
+
+
+class RayDriver:
+    """Runs a planned evaluation on Ray (see the module docstring)."""
+
+    def __init__(self, cfg: TaskConfig, sink: Sink, scoring: ScoringContext, *, api_url: str,
+                 mock_url: str | None, roots: list[str]) -> None:
+        self.cfg = cfg
+        self.sink = sink
+        self.scoring = scoring  # the run's: its reply caches are the run directory's files
+        self._config = shipped_config(cfg)  # keys as $NAME: checked before Ray starts
+        self._api_url = api_url
+        self._mock_url = mock_url
+        self._roots = roots
+        self._token = uuid.uuid4().hex[:12]
+        self._gates: dict[str, Any] = {}
+        self._workers: dict[str, Any] = {}
+        self._load: dict[str, int] = {}
+        self._pending: dict[Key, _Entry] = {}
+        self._backlog: deque[_Entry] = deque()
+        self._exhausted = False
+        self.requeued = 0
+
+    def actor_name(self, what: str) -> str:
+        return f"groundscope-{self._token}-{what}"
+
+    async def run(self, items: Iterator[Item], saved_of: Callable[[Item], Saved]) -> None:
+        session = start_session(self.cfg.ray_address, self.cfg.work_dir)
+        try:
+            await self._start_actors()
+            await self._dispatch(items, saved_of)
+        finally:
+            await self._stop_actors()
+            session.stop()
+
+    # ------------------------------------------------------------------ actors
+
+    async def _start_actors(self) -> None:
+        import ray
+
+        n = self.cfg.workers or min(DEFAULT_MAX_WORKERS,
+                                    max(1, int(ray.cluster_resources().get("CPU", 1))))
+        live = self.cfg.eval_batch_size + (self.cfg.judge_concurrency or self.cfg.eval_batch_size)
+        self._chunk = max(1, min(MAX_CHUNK, math.ceil(live / n)))
+        keeper = ray.remote(GateKeeper)
+        for i, (key, limit) in enumerate(gate_limits(self.cfg).items()):
+            self._gates[key] = keeper.options(
+                name=self.actor_name(f"gate-{i}"), namespace=NAMESPACE, num_cpus=0,
+                max_concurrency=max(1000, 4 * live)).remote(limit)
+        cpus = float(ray.cluster_resources().get("CPU", n))
+        actor = ray.remote(SampleWorker)
+        for i in range(n):
+            wid = f"w{i}"
+            self._workers[wid] = actor.options(
+                name=self.actor_name(f"worker-{i}"), namespace=NAMESPACE,
+                num_cpus=min(1.0, cpus / n), max_restarts=0).remote(
+                wid, self._config, self._api_url, self._roots, self._mock_url, self._gates)
+            self._load[wid] = 0
+        problems = await asyncio.gather(*(w.start.remote() for w in self._workers.values()))
+        problem = next((p for p in problems if p), None)
+        if problem:
+            raise GroundscopeError(problem)
+        log.info("Ray: %d workers, chunks of %d samples", n, self._chunk)
+
+    async def _stop_actors(self) -> None:
+        import ray
+        from ray.exceptions import RayError
+
+        for handle in self._workers.values():
+            with contextlib.suppress(RayError):
+                await handle.close.remote()
+        for handle in [*self._workers.values(), *self._gates.values()]:
+            ray.kill(handle, no_restart=True)
+
+    async def _worker_died(self, wid: str) -> None:
+        """Forget a dead worker and hand its leases back on every gate (once)."""
+        from ray.exceptions import RayError
+
+        if self._workers.pop(wid, None) is None:
+            return
+        log.warning("Ray worker %s died; its unfinished samples go to the other workers", wid)
+        for gate in self._gates.values():
+            with contextlib.suppress(RayError):
+                await gate.release_worker.remote(wid)
+
+    # ------------------------------------------------------------------ dispatch
+
+    def _next_chunk(self, items: Iterator[Item], saved_of: Callable[[Item], Saved]) -> list[_Entry]:
+        chunk: list[_Entry] = []
+        while self._backlog and len(chunk) < self._chunk:
+            chunk.append(self._backlog.popleft())
+        while not self._exhausted and len(chunk) < self._chunk and not self.sink.stop_reason:
+            item = next(items, None)
+            if item is None:
+                self._exhausted = True
+                break
+            entry = _Entry(item, saved_of(item))
+            self._pending[entry.key] = entry
+            chunk.append(entry)
+        return chunk
+
+    async def _dispatch(self, items: Iterator[Item], saved_of: Callable[[Item], Saved]) -> None:
+        streams: set[asyncio.Task[None]] = set()
+        try:
+            await self._loop(items, saved_of, streams)
+        finally:
+            for task in streams:
+                task.cancel()
+
+    async def _loop(self, items: Iterator[Item], saved_of: Callable[[Item], Saved],
+                    streams: set[asyncio.Task[None]]) -> None:
+        while True:
+            for wid in sorted(self._workers, key=self._load.__getitem__):
+                while not self.sink.stop_reason and self._load[wid] < CHUNKS_PER_WORKER:
+                    chunk = self._next_chunk(items, saved_of)
+                    if not chunk:
+                        break
+                    self._load[wid] += 1
+                    streams.add(asyncio.create_task(self._stream(wid, chunk)))
+            if not streams:
+                if self._backlog and not self.sink.stop_reason:
+                    raise GroundscopeError(
+                        f"every Ray worker died; {len(self._pending)} samples unfinished. Finished "
+                        "work is kept; resume with --use-cache RUN_DIR")
+                return
+            done, _ = await asyncio.wait(streams, return_when=asyncio.FIRST_COMPLETED)
+            streams -= done
+            for task in done:
+                task.result()  # a fatal event ends the run, as it would a local one
+
+    async def _stream(self, wid: str, chunk: list[_Entry]) -> None:
+        from ray.exceptions import RayActorError
+
+        handle = self._workers.get(wid)
+        try:
+            if handle is not None:
+                async for ref in handle.run.remote([e.task() for e in chunk]):
+                    for kind, key, value in await ref:
+                        self._event(kind, key, value)
+                return
+        except RayActorError:
+            await self._worker_died(wid)
+        finally:
+            self._load[wid] -= 1
+        lost = [e for e in chunk if e.key in self._pending]  # sent to the workers left
+        self.requeued += len(lost)
+        self._backlog.extend(lost)
+
+    def _event(self, kind: str, key: Key, value: Any) -> None:
+        entry = self._pending.get(key)
+        if entry is None:
+            return  # a late copy of a finished sample's event
+        if kind == PREDICTION and entry.predicted is None:
+            entry.predicted = value
+            self.sink.on_prediction(entry.item, value)
+        elif kind == SCORE and value.score.scorer not in entry.scores:
+            entry.scores[value.score.scorer] = value
+            self.sink.on_score(entry.item, value)
+        elif kind == REPLY:  # a judge reply: into the run's cache file, and kept for a re-run
+            entry.replies.append(value)
+            purpose, cache_key, model, completion = value
+            cache = response_cache(self.scoring, purpose)
+            if cache.get(cache_key) is None:
+                cache.put(cache_key, completion, model=model)
+        elif kind == DONE:
+            del self._pending[key]
+            self.sink.on_done(entry.item)
+        elif kind == FATAL:
+            raise GroundscopeError(value)

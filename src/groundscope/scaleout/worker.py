@@ -1,0 +1,188 @@
+"""A Ray worker of a scaled-out run: the model client, the judge panel and the media cache
+of one process, running chunks of samples through the one per-sample function
+(``pipeline.evaluate_sample``) and streaming back what each yields, as values.
+
+The driver (``driver.py``) makes it a Ray actor; nothing here imports Ray. A worker writes
+nothing: no run directory (the driver is its only writer), no judge reply cache on disk (its
+judge replies are cached in memory). Its config arrives with keys as ``$NAME`` references,
+resolved here from the worker's own environment (``shipping.py``). Every request to an
+endpoint passes that endpoint's shared gate (``gatekeeper.RemoteGate``), so the limits mean
+what they mean in one process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from groundscope import media
+from groundscope.client.apis import wire_api
+from groundscope.client.cache import ResponseCache
+from groundscope.client.openai import ChatClient
+from groundscope.client.retry import RetryPolicy
+from groundscope.config import JudgeModel, TaskConfig, load_config
+from groundscope.errors import GroundscopeError
+from groundscope.pipeline import Hooks, Saved, evaluate_sample
+from groundscope.plan import plan_scoring
+from groundscope.redaction import Redactor
+from groundscope.scaleout.gatekeeper import RemoteGate
+from groundscope.scoring import Scorer, ScoringContext
+from groundscope.scoring.judge import response_cache
+from groundscope.types import Completion, Sample
+
+Key = tuple[str, str, str, int]  # (dataset, subset, sample id, repeat)
+MODEL_GATE = "model"
+
+# what a chunk yields: (kind, key, value)
+PREDICTION = "prediction"  # value: pipeline.Predicted, before scoring
+SCORE = "score"  # value: pipeline.Scored
+REPLY = "reply"  # value: (purpose, cache key, model, Completion) of a judge reply just received
+DONE = "done"  # value: None; the sample's path is over
+FATAL = "fatal"  # value: one line; the run cannot go on (e.g. a judge with no simulator)
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One (sample, repeat) for a worker, with what the run directory holds for it."""
+
+    key: Key
+    sample: Sample
+    saved: Saved
+    replies: tuple[tuple[str, str, str, Completion], ...] = ()  # judge replies it already got
+
+
+Event = tuple[str, Key, Any]
+# the sample whose path runs in this task, and where its events go
+_CURRENT: ContextVar[tuple[asyncio.Queue[Event], Key] | None] = ContextVar(
+    "groundscope_ray_sample", default=None)
+
+
+class ForwardedCache(ResponseCache):
+    """A worker's judge replies of one purpose: kept in memory, and each new one sent to the
+    driver with the sample that asked (the driver writes the run's cache file and hands the
+    replies back if the sample has to run again elsewhere)."""
+
+    def __init__(self, purpose: str) -> None:
+        super().__init__(None)
+        self.purpose = purpose
+
+    def put(self, key: str, completion: Completion, *, model: str = "") -> None:
+        super().put(key, completion, model=model)
+        current = _CURRENT.get()
+        if current is not None:
+            queue, sample = current
+            queue.put_nowait((REPLY, sample, (self.purpose, key, model, completion)))
+
+    def seed(self, key: str, completion: Completion) -> None:
+        """Keep a reply received before (not sent to the driver again)."""
+        super().put(key, completion)
+
+
+def judge_gate_key(model: JudgeModel) -> str:
+    """The gate of a judge endpoint: one per API, URL and model."""
+    return f"judge {model.eval_type} {model.api_url} {model.model_id}"
+
+
+def gate_limits(cfg: TaskConfig) -> dict[str, int]:
+    """Every endpoint's gate and its in-flight limit: the model's ``eval_batch_size``, each
+    judge endpoint's ``judge_concurrency`` (default ``eval_batch_size``)."""
+    limits = {MODEL_GATE: cfg.eval_batch_size}
+    for model in cfg.judge.all_models() if cfg.judge else ():
+        limits[judge_gate_key(model)] = cfg.judge_concurrency or cfg.eval_batch_size
+    return limits
+
+
+class SampleWorker:
+    """One worker. ``start()`` builds the clients (a config problem: its one line);
+    ``run(tasks)`` streams the events of a chunk; ``close()`` closes the clients."""
+
+    def __init__(self, worker: str, config: Mapping[str, Any], api_url: str,
+                 roots: list[str], mock_url: str | None, gates: Mapping[str, Any]) -> None:
+        self.worker = worker
+        self._config = dict(config)
+        self._api_url = api_url
+        self._roots = list(roots)
+        self._mock_url = mock_url
+        self._gates = dict(gates)
+        self._client: ChatClient | None = None
+        self._scoring: ScoringContext | None = None
+        self._scorers: dict[str, list[Scorer]] = {}
+        self._redact = str
+        self._max_pixels = media.DEFAULT_MAX_PIXELS
+
+    def _gate(self, key: str, limit: int) -> RemoteGate:
+        return RemoteGate(self._gates[key], self.worker, limit)
+
+    async def start(self) -> str | None:
+        """Resolve the config here (``$NAME`` from this environment) and build the model
+        client and the scorers; None, or the one line saying why this worker cannot run."""
+        try:
+            cfg = load_config(self._config)
+        except GroundscopeError as exc:
+            return f"worker {self.worker}: {exc}"
+        scoring = ScoringContext.from_config(cfg)  # no run_dir: judge replies cached in memory
+        scoring.mock_url = self._mock_url
+        limit = scoring.judge_concurrency
+        scoring.judge_gate = lambda model: self._gate(judge_gate_key(model), limit)
+        scoring.reply_cache = ForwardedCache
+        self._scorers = {name: plan_scoring(cfg, name, scoring).scorers for name in cfg.datasets}
+        self._scoring = scoring
+        self._redact = Redactor(cfg.secrets()).redact
+        api = cfg.simulator.api if cfg.eval_type == "mock" else cfg.eval_type
+        self._client = ChatClient(
+            self._api_url, cfg.model, api_key=cfg.api_key, generation_config=cfg.generation_config,
+            timeout=cfg.timeout, retry=RetryPolicy(max_retries=cfg.max_retries,
+                                                   base_delay=cfg.retry_base_delay,
+                                                   max_delay=cfg.retry_max_delay),
+            concurrency=cfg.eval_batch_size, max_response_bytes=cfg.max_response_bytes,
+            wire=wire_api(api), gate=self._gate(MODEL_GATE, cfg.eval_batch_size))
+        self._max_pixels = cfg.max_image_pixels
+        return None
+
+    async def run(self, tasks: list[Task]) -> AsyncIterator[list[Event]]:
+        """Evaluate ``tasks`` concurrently; yield each prediction, score and end as it comes
+        (what is ready at once goes back as one list: one object per batch, not per event)."""
+        media.set_media_roots(self._roots)  # this call's context: the driver's roots
+        media.set_max_pixels(self._max_pixels)
+        queue: asyncio.Queue[Event] = asyncio.Queue()
+        running = [asyncio.create_task(self._one(task, queue)) for task in tasks]
+        left = len(tasks)
+        try:
+            while left:
+                batch = [await queue.get()]
+                while not queue.empty():
+                    batch.append(queue.get_nowait())
+                left -= sum(kind in (DONE, FATAL) for kind, _, _ in batch)
+                yield batch
+        finally:
+            for t in running:
+                t.cancel()
+
+    async def _one(self, task: Task, queue: asyncio.Queue[Event]) -> None:
+        key = task.key
+        _CURRENT.set((queue, key))  # this task's context only
+        for purpose, cache_key, _, completion in task.replies:
+            cache = response_cache(self._scoring, purpose) if self._scoring else None
+            if isinstance(cache, ForwardedCache):
+                cache.seed(cache_key, completion)
+        hooks = Hooks(on_prediction=lambda p: queue.put_nowait((PREDICTION, key, p)),
+                      on_score=lambda s: queue.put_nowait((SCORE, key, s)))
+        try:
+            await evaluate_sample(task.sample, key[3], self._scorers[key[0]], client=self._client,
+                                  saved=task.saved, redact=self._redact, hooks=hooks)
+        except GroundscopeError as exc:  # what ends a local run ends this one, as one line
+            queue.put_nowait((FATAL, key, self._redact(str(exc))))
+            return
+        except Exception as exc:  # a bug: named, not lost in a worker's log
+            queue.put_nowait((FATAL, key, self._redact(f"{type(exc).__name__}: {exc}")))
+            return
+        queue.put_nowait((DONE, key, None))
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+        if self._scoring is not None:
+            await self._scoring.aclose()
