@@ -49,7 +49,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, computed_field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, computed_field, model_validator
 
 from groundscope.pricing import Price
 from groundscope.types import Usage
@@ -82,6 +82,13 @@ class Tokens(BaseModel):
     completion_tokens: Count = 0
     reasoning_tokens: Count = 0
     cached_tokens: Count = 0
+
+    @model_validator(mode="after")
+    def _held(self) -> Tokens:
+        """A saved row's details within their totals, as a reply's are (``types.Usage``)."""
+        self.reasoning_tokens = min(self.reasoning_tokens, self.completion_tokens)
+        self.cached_tokens = min(self.cached_tokens, self.prompt_tokens)
+        return self
 
     def add_usage(self, usage: Usage) -> None:
         """One more request with ``usage`` (each count held to ``MAX_COUNT``)."""
