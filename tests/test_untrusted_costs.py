@@ -16,9 +16,11 @@ import yaml
 from cli_support import run_cli
 from groundscope import run_task
 from groundscope.client.cache import completion_from_json
+from groundscope.errors import StoreError
 from groundscope.estimate import estimate, estimate_json
 from groundscope.pricing import Price
 from groundscope.rescore import rebuild_report
+from groundscope.rows import read_rows
 from groundscope.types import Usage
 from groundscope.usage import CallCounts, Tokens, UsageSummary
 
@@ -109,3 +111,17 @@ def test_dry_run_names_the_steps_as_the_usage_summary(judged_run: Path, tmp_path
                     "--dry-run", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert any(line.startswith("correctness ") for line in shown.stdout.splitlines())
+
+
+@pytest.mark.parametrize("step", ["model", "\x1b[2J<script>", "judge", ""])
+def test_review_row_counts_only_judge_steps(tmp_path: Path, step: str) -> None:
+    """A review row holds the judge calls made to score it: a step that is no judge step
+    (the model's own, or an invented one) is a bad row named by file and line, never a total
+    (a forged ``model`` entry would be summed into the model's requests)."""
+    row = {"sample_id": "a", "dataset": "d", "subset": "s", "scorer": "accuracy",
+           "status": "ok", "values": {"accuracy": 1.0},
+           "usage": {step: {"m": {"billed": {"requests": 10**6}}}}}
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(StoreError, match=r"r\.jsonl:1: usage"):
+        list(read_rows(path, "review"))

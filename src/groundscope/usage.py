@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, computed_field, model_validator
 
@@ -55,7 +55,8 @@ from groundscope.pricing import Price
 from groundscope.types import Usage
 
 MODEL_STEP = "model"
-STEPS = (MODEL_STEP, "correctness", "claims", "verification", "completeness", "equivalence")
+JudgeStep = Literal["correctness", "claims", "verification", "completeness", "equivalence"]
+STEPS: tuple[str, ...] = (MODEL_STEP, *get_args(JudgeStep))
 _STEP_OF_PURPOSE = {"judge": "correctness"}
 MAX_COUNT = 2**53  # far above any run; keeps a hostile saved row from making a huge total
 
@@ -136,7 +137,7 @@ class CallCounts(BaseModel):
     cached: Tokens = Field(default_factory=Tokens)
 
 
-RowUsage = dict[str, dict[str, CallCounts]]
+RowUsage = dict[JudgeStep, dict[str, CallCounts]]  # a review row counts judge steps only
 
 
 class UsageSummary(BaseModel):
