@@ -125,3 +125,25 @@ def test_review_row_counts_only_judge_steps(tmp_path: Path, step: str) -> None:
     path.write_text(json.dumps(row) + "\n")
     with pytest.raises(StoreError, match=r"r\.jsonl:1: usage"):
         list(read_rows(path, "review"))
+
+
+def test_score_with_a_new_judge_finds_the_media_of_a_relative_dataset(tmp_path: Path) -> None:
+    """The README's grounding demo names its dataset relatively (``examples/grounding``), so
+    its saved samples' origins are relative: ``groundscope score RUN --judge NEW`` from the
+    same directory re-verifies the claims against the images (verification calls counted),
+    where it used to look for ``../media/x.jpg`` in the working directory."""
+    shutil.copytree(ROOT / "examples" / "grounding", tmp_path / "examples" / "grounding")
+    shutil.copytree(ROOT / "examples" / "media", tmp_path / "examples" / "media")
+    cfg = yaml.safe_load((ROOT / "examples" / "grounding_demo.yaml").read_text())
+    (tmp_path / "demo.yaml").write_text(yaml.safe_dump(cfg))
+    done = run_cli("eval", "--config", "demo.yaml", "--work-dir", "out", "--no-timestamp",
+                   "--no-progress", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    judge = json.dumps({"models": {"model_id": "second-judge", "api_url": "mock"}})
+    again = run_cli("score", "out", "--judge", judge, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    reviews = [json.loads(line) for f in (tmp_path / "out" / "reviews").rglob("*.jsonl")
+               for line in f.read_text().splitlines()]
+    assert not [r for r in reviews if "not found" in json.dumps(r.get("detail"))]
+    usage = rebuild_report(tmp_path / "out")["general_vqa"].summary.usage
+    assert usage.steps["verification"]["second-judge"].billed.requests > 0
