@@ -22,7 +22,7 @@ from groundscope.pricing import Price
 from groundscope.rescore import rebuild_report
 from groundscope.rows import read_rows
 from groundscope.types import Usage
-from groundscope.usage import CallCounts, Tokens, UsageSummary
+from groundscope.usage import MAX_COUNT, CallCounts, Tokens, UsageSummary, short_count
 
 ROOT = Path(__file__).resolve().parents[1]
 OVER = {"reasoning_tokens": 10**6, "cached_tokens": 10**6}  # far above their totals
@@ -147,3 +147,15 @@ def test_score_with_a_new_judge_finds_the_media_of_a_relative_dataset(tmp_path: 
     assert not [r for r in reviews if "not found" in json.dumps(r.get("detail"))]
     usage = rebuild_report(tmp_path / "out")["general_vqa"].summary.usage
     assert usage.steps["verification"]["second-judge"].billed.requests > 0
+
+
+def test_counts_in_a_line_never_use_exponent_notation() -> None:
+    """A reply may claim 2**31 - 1 tokens (the most a wire module accepts), and a summed
+    total reaches ``MAX_COUNT``: the closing line shows them as numbers a reader can read."""
+    for n in [999_499, 999_500, 999_999, 999_999_999, 2**31 - 1, 3 * (2**31 - 1), 10**12,
+              MAX_COUNT, *(10**k - 1 for k in range(3, 16)), *(5 * 10**k for k in range(3, 15))]:
+        text = short_count(n)
+        assert "e" not in text, (n, text)
+        number, unit = float(text.rstrip("kMGT")), text[len(text.rstrip("kMGT")):]
+        scale = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[unit]
+        assert abs(number * scale - n) <= 0.006 * n, (n, text)

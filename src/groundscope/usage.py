@@ -264,16 +264,21 @@ def record_call(step: str, model: str, usage: Usage, cached: bool) -> None:
 
 
 def short_count(n: int) -> str:
-    """A count for a line: ``950``, ``12.3k``, ``4.56M``.
+    """A count for a line, in the largest unit that keeps it below 1000 of it (never in
+    exponent notation: a hostile reply's 2**31 tokens read ``2.15G``).
 
-    >>> short_count(950), short_count(12345), short_count(4_560_000)
-    ('950', '12.3k', '4.56M')
+    >>> short_count(950), short_count(12345), short_count(4_560_000), short_count(999_999)
+    ('950', '12.3k', '4.56M', '1M')
+    >>> short_count(6_442_450_941), short_count(2**53)
+    ('6.44G', '9007T')
     """
     if n < 1000:
         return str(n)
-    if n < 1_000_000:
-        return f"{n / 1000:.3g}k"
-    return f"{n / 1_000_000:.3g}M"
+    for scale, unit in ((1e3, "k"), (1e6, "M"), (1e9, "G")):
+        text = f"{n / scale:.3g}"
+        if float(text) < 1000:
+            return text + unit
+    return f"{n / 1e12:.0f}T"
 
 
 def tokens_text(t: Tokens) -> str:
