@@ -35,7 +35,7 @@ from groundscope.simulator import Oracle, SimBehaviour, SimulatorServer, sim_res
 from groundscope.types import MediaRef, Modality
 from media_fixtures import image_bytes, wav_bytes, write, write_jsonl
 
-MARKERS = {JUDGE_MARKER: "judge", CLAIMS_MARKER: "claims", VERIFY_MARKER: "verification",
+MARKERS = {JUDGE_MARKER: "correctness", CLAIMS_MARKER: "claims", VERIFY_MARKER: "verification",
            VERIFY_BATCH_MARKER: "verification",
            COMPLETENESS_MARKER: "completeness", EQUIVALENCE_MARKER: "equivalence"}
 VQA = {"local_path": str(EXAMPLES / "vqa"), "subset_list": ["example_openai"]}
@@ -112,12 +112,12 @@ def test_judge_strategies_bounds_hold_and_model_requests_are_exact(strategy: str
         assert [r.step for r in est.rows] == ["model"] and set(sent) == {("model", "m")}
         return
     for judge in ("judge-a", "judge-b"):  # free-form samples only: choices match by letter
-        assert est.row("judge", judge).requests == 6 * 2
-        assert est.row("judge", judge).requests_with_repairs == 6 * 2 * 3  # max_retries 2
-        assert sent[("judge", judge)] > 0
+        assert est.row("correctness", judge).requests == 6 * 2
+        assert est.row("correctness", judge).requests_with_repairs == 6 * 2 * 3  # max_retries 2
+        assert sent[("correctness", judge)] > 0
     if strategy == "llm":  # every free-form answer is judged once; the second repeat's
         # answer is the same (the simulator is deterministic): served from the judge cache
-        assert sent[("judge", "judge-a")] + sent[("judge", "judge-b")] == 12
+        assert sent[("correctness", "judge-a")] + sent[("correctness", "judge-b")] == 12
 
 
 def test_grounding_bounds_hold_with_votes_and_two_models(tmp_path: Path) -> None:
@@ -190,12 +190,12 @@ def test_dry_run_sends_nothing_and_writes_nothing(tmp_path: Path) -> None:
     steps = {s["step"]: s for s in shown["estimate"]["steps"]}
     n = len(dataset_samples("general_vqa", {"general_vqa": VQA}))
     assert steps["model"]["requests"] == n and steps["model"]["bound"] == "exact"
-    assert steps["judge"]["requests"] == n and steps["judge"]["bound"] == "upper"
+    assert steps["correctness"]["requests"] == n and steps["correctness"]["bound"] == "upper"
     assert steps["model"]["completion_tokens_max"] == 32 * n
     # the table shows the same numbers
     lines = table.stdout.splitlines()
     model_line = next(line for line in lines if line.startswith("model "))
-    judge_line = next(line for line in lines if line.startswith("judge "))
+    judge_line = next(line for line in lines if line.startswith("correctness "))
     assert f" {n} " in model_line and f"~{steps['model']['prompt_tokens']:,}" in model_line
     assert f"≤ {n} " in judge_line and f"≤ {3 * n}" in judge_line  # with 2 repairs each
     assert f"≤ {32 * n:,}" in model_line
@@ -267,13 +267,13 @@ def test_cost_where_priced(tmp_path: Path) -> None:
         "pricing": {"groundscope-sim": {"input": 2.5, "output": 10.0},
                     "priced-judge": {"input": 1.0, "output": 4.0}}})
     est = estimate(cfg)
-    model, judge = est.row("model"), est.row("judge", "priced-judge")
+    model, judge = est.row("model"), est.row("correctness", "priced-judge")
     assert model.completion_tokens == 100 * model.requests
     assert est.cost(model) == pytest.approx(Price(input=2.5, output=10.0).cost(
         model.prompt_tokens, 100 * model.requests))
     assert est.cost(judge) == pytest.approx(
         (judge.prompt_tokens * 1.0 + judge.requests * 50 * 4.0) / 1e6)
-    assert est.cost(est.row("judge", "free-judge")) is None
+    assert est.cost(est.row("correctness", "free-judge")) is None
     totals = estimate_json(est)["totals"]
     assert totals["cost"] == pytest.approx(est.cost(model) + est.cost(judge), abs=1e-6)
     assert totals["unpriced_models"] == ["free-judge"]

@@ -113,9 +113,11 @@ def origin_dir(origin: Any, roots: Iterable[str]) -> Path | None:
     if not isinstance(origin, str):
         return None
     path, _, _line = origin.rpartition(":")
-    if not path or not os.path.isabs(path):
+    if not path:
         return None
-    folder = os.path.realpath(os.path.dirname(path))
+    # a relative origin (a relative ``local_path``) is the run's working directory's, as a
+    # relative medium is: read from the same directory, it is found again
+    folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
     if any(_within(folder, os.path.realpath(r)) for r in roots):
         return Path(folder)
     return None

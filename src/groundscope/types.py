@@ -157,8 +157,11 @@ class Usage:
 
     ``reasoning_tokens`` are part of ``completion_tokens`` (thinking the model did before
     answering); ``cached_tokens`` are part of ``prompt_tokens`` (served from the provider's
-    prompt cache, usually billed at a lower price). The wire modules keep both within
-    their totals.
+    prompt cache, usually billed at a lower price). Counts are held here, whoever builds
+    them (a reply, a saved row, a cache line): none below 0, each detail within its total.
+
+    >>> Usage(10, 5, 15, reasoning_tokens=9, cached_tokens=40)
+    Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15, reasoning_tokens=5, cached_tokens=10)
     """
 
     prompt_tokens: int = 0
@@ -166,6 +169,16 @@ class Usage:
     total_tokens: int = 0
     reasoning_tokens: int = 0
     cached_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        prompt, completion = max(self.prompt_tokens, 0), max(self.completion_tokens, 0)
+        held = {"prompt_tokens": prompt, "completion_tokens": completion,
+                "total_tokens": max(self.total_tokens, 0),
+                "reasoning_tokens": min(max(self.reasoning_tokens, 0), completion),
+                "cached_tokens": min(max(self.cached_tokens, 0), prompt)}
+        for name, value in held.items():
+            if getattr(self, name) != value:
+                object.__setattr__(self, name, value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,15 +47,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, computed_field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, computed_field, model_validator
 
 from groundscope.pricing import Price
 from groundscope.types import Usage
 
 MODEL_STEP = "model"
-STEPS = (MODEL_STEP, "correctness", "claims", "verification", "completeness", "equivalence")
+JudgeStep = Literal["correctness", "claims", "verification", "completeness", "equivalence"]
+STEPS: tuple[str, ...] = (MODEL_STEP, *get_args(JudgeStep))
 _STEP_OF_PURPOSE = {"judge": "correctness"}
 MAX_COUNT = 2**53  # far above any run; keeps a hostile saved row from making a huge total
 
@@ -82,6 +83,13 @@ class Tokens(BaseModel):
     completion_tokens: Count = 0
     reasoning_tokens: Count = 0
     cached_tokens: Count = 0
+
+    @model_validator(mode="after")
+    def _held(self) -> Tokens:
+        """A saved row's details within their totals, as a reply's are (``types.Usage``)."""
+        self.reasoning_tokens = min(self.reasoning_tokens, self.completion_tokens)
+        self.cached_tokens = min(self.cached_tokens, self.prompt_tokens)
+        return self
 
     def add_usage(self, usage: Usage) -> None:
         """One more request with ``usage`` (each count held to ``MAX_COUNT``)."""
@@ -129,7 +137,7 @@ class CallCounts(BaseModel):
     cached: Tokens = Field(default_factory=Tokens)
 
 
-RowUsage = dict[str, dict[str, CallCounts]]
+RowUsage = dict[JudgeStep, dict[str, CallCounts]]  # a review row counts judge steps only
 
 
 class UsageSummary(BaseModel):
@@ -256,16 +264,21 @@ def record_call(step: str, model: str, usage: Usage, cached: bool) -> None:
 
 
 def short_count(n: int) -> str:
-    """A count for a line: ``950``, ``12.3k``, ``4.56M``.
+    """A count for a line, in the largest unit that keeps it below 1000 of it (never in
+    exponent notation: a hostile reply's 2**31 tokens read ``2.15G``).
 
-    >>> short_count(950), short_count(12345), short_count(4_560_000)
-    ('950', '12.3k', '4.56M')
+    >>> short_count(950), short_count(12345), short_count(4_560_000), short_count(999_999)
+    ('950', '12.3k', '4.56M', '1M')
+    >>> short_count(6_442_450_941), short_count(2**53)
+    ('6.44G', '9007T')
     """
     if n < 1000:
         return str(n)
-    if n < 1_000_000:
-        return f"{n / 1000:.3g}k"
-    return f"{n / 1_000_000:.3g}M"
+    for scale, unit in ((1e3, "k"), (1e6, "M"), (1e9, "G")):
+        text = f"{n / scale:.3g}"
+        if float(text) < 1000:
+            return text + unit
+    return f"{n / 1e12:.0f}T"
 
 
 def tokens_text(t: Tokens) -> str:

@@ -7,7 +7,7 @@ Per sample and repeat, with J judge models (``judge.models``), G grounding model
 
 ============= ====================================================================
 model         1 (exact; transport retries of 429s / 5xx not counted)
-judge         J, for a free-form sample with a reference (strategy ``llm``; a
+correctness   J, for a free-form sample with a reference (strategy ``llm``; a
               multiple-choice sample is matched by its letter: 0), or any sample
               with a reference whose ROUGE-L recall the judge may re-check
               (``llm_recall``); an empty answer makes none
@@ -65,9 +65,10 @@ from groundscope.scoring.judge import judge_ids
 from groundscope.scoring.judge_prompt import judge_messages
 from groundscope.scoring.judged import JudgedAccuracy, RecallScorer
 from groundscope.types import AnswerKind, Sample
+from groundscope.usage import STEPS, step_of
 
 ASSUMED_ANSWER_TOKENS = 256
-STEPS = ("model", "judge", "claims", "verification", "completeness", "equivalence")
+CORRECTNESS = step_of("judge")  # the steps are named as ``summary.usage`` names them
 
 
 @dataclass
@@ -141,7 +142,7 @@ class Steps:
                              grounding=any(isinstance(s, GroundingScorer) for s in scorers),
                              completeness=any(isinstance(s, CompletenessScorer) for s in scorers),
                              consistency=any(isinstance(s, ConsistencyScorer) for s in scorers))
-        for step, on, models in (("judge", steps.judged or steps.recall, self._judges),
+        for step, on, models in ((CORRECTNESS, steps.judged or steps.recall, self._judges),
                                  ("claims", steps.grounding, self._grounders[:1]),
                                  ("verification", steps.grounding, self._grounders),
                                  ("completeness", steps.completeness, self._grounders[:1]),
@@ -153,7 +154,7 @@ class Steps:
     def _row(self, step: str, i: int) -> StepRow:
         row = self._rows.get((step, i))
         if row is None:
-            grounding = step != "judge"
+            grounding = step != CORRECTNESS
             models: list[JudgeModel] = self._grounders if grounding else self._judges
             m = models[i]
             row = StepRow(step, judge_ids(models)[i], m.model_id, False,
@@ -171,7 +172,7 @@ class Steps:
         if referenced and (steps.recall or (steps.judged and free)) and self.cfg.judge:
             tokens = prompt(judge_messages(sample, "", multimodal=self.cfg.judge.multimodal))
             for i in range(len(self._judges)):
-                self._row("judge", i).add(r, tokens + self.answer)
+                self._row(CORRECTNESS, i).add(r, tokens + self.answer)
         visual = visual_media(sample)
         if steps.grounding and visual:
             self._row("claims", 0).add(r, prompt(claims_messages(sample.question, "")) + self.answer)
