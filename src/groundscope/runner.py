@@ -121,13 +121,15 @@ class Runner:
                 from groundscope.client.retry import RetryPolicy
 
                 api = cfg.simulator.api if cfg.eval_type == "mock" else cfg.eval_type
+                gate = self.scoring.gate("model", api_url or "", cfg.model, cfg.eval_batch_size,
+                                         rpm=cfg.rpm, tpm=cfg.tpm)
                 client = ChatClient(
                     api_url or "", cfg.model, api_key=cfg.api_key,
                     generation_config=cfg.generation_config, timeout=cfg.timeout,
                     retry=RetryPolicy(max_retries=cfg.max_retries, base_delay=cfg.retry_base_delay,
                                       max_delay=cfg.retry_max_delay),
                     concurrency=cfg.eval_batch_size, max_response_bytes=cfg.max_response_bytes,
-                    wire=wire_api(api),
+                    wire=wire_api(api), gate=gate,
                 )
                 stack.push_async_callback(client.aclose)
                 await self._evaluate(client)
@@ -141,6 +143,7 @@ class Runner:
             self._progress.close()
             self.store.close()
             self._side.close()
+            self._rate_limits()
         report = self._build_report()
         if self._stop_reason:
             logs.close()
@@ -300,6 +303,18 @@ class Runner:
                 why = "a sample failed (pass --ignore-errors to record failures and go on)"
             self._stop_reason = (f"run stopped early: {why}. Finished work is kept in "
                                  f"{self.run_dir}; resume with --use-cache {self.run_dir}")
+
+    def _rate_limits(self) -> None:
+        """Each endpoint's 429s, retries, lowest in-flight limit and pauses, over the whole
+        run, into every dataset's summary (``summary.rate_limits``); logged when throttled."""
+        figures = {name: gate.stats.to_json() for name, gate in self.scoring.gates.items()}
+        for run in self.datasets:
+            run.summary.rate_limits = figures
+        for name, f in figures.items():
+            if f["rate_limited"] or f["paused_s"]:
+                log.warning("%s: %d answers 429 (rate limited), %d retries, in-flight limit down "
+                            "to %d, paused %.1fs", name, f["rate_limited"], f["retries"],
+                            f["lowest_limit"], f["paused_s"])
 
     def _build_report(self) -> Report:
         cfg = self.cfg

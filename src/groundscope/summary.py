@@ -24,6 +24,9 @@ class Summary(BaseModel):
     errors_by_kind: dict[str, int] = Field(default_factory=dict)
     unscored: dict[str, int] = Field(default_factory=dict)  # subset -> predictions without a score
     warnings: list[str] = Field(default_factory=list)  # one line each, shown with the table
+    # per endpoint (model, judge:<id>), over the run: rate_limited (429s), retries,
+    # lowest_limit (in-flight), paused_s (client/gate.py GateStats.to_json)
+    rate_limits: dict[str, dict[str, int | float]] = Field(default_factory=dict)
 
     def why_nothing(self, skipped_file: Path) -> str | None:
         """Why no sample was answered (every record bad, every request failed, no record),

@@ -253,7 +253,9 @@ class JudgePanel:
         from groundscope.client.retry import RetryPolicy
 
         url = mock_url(self.ctx, model) or model.api_url
-        return ChatClient(url, model.model_id, api_key=model.api_key,
+        gate = self.ctx.gate(f"judge:{model.model_id}", url, model.model_id,
+                             self.ctx.judge_concurrency, rpm=model.rpm, tpm=model.tpm)
+        return ChatClient(url, model.model_id, api_key=model.api_key, gate=gate,
                           generation_config=model.generation_config, timeout=self.ctx.timeout,
                           retry=RetryPolicy(max_retries=self.ctx.max_retries),
                           concurrency=self.ctx.judge_concurrency,

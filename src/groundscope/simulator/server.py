@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import logging
 import socket
@@ -45,6 +46,7 @@ from groundscope.simulator.faults import (
     malformed_kind,
 )
 from groundscope.simulator.grounding import sim_responders
+from groundscope.simulator.limits import ProviderLimits, reserved
 from groundscope.simulator.oracle import (
     DISTRACTOR,
     GENERIC_ANSWER,
@@ -111,6 +113,8 @@ class SimulatorServer:
         self._counts: Counter[str] = Counter()
         self._attempts: dict[str, int] = {}
         self._lock = threading.Lock()
+        self.clock = time.monotonic  # the limits' clock (tests drive it by hand)
+        self.limits = self._new_limits()
         self._runner: web.AppRunner | None = None
         self._closing: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
@@ -143,7 +147,12 @@ class SimulatorServer:
             "by_fault": {k[6:]: v for k, v in counts.items() if k.startswith("fault:")},
             "keys": len(attempts),
             "max_attempt": max(attempts, default=0),
+            **self.limits.stats(),  # 429s by limit (rpm / tpm / in flight), peak in flight
         }
+
+    def _new_limits(self) -> ProviderLimits:
+        b = self.behaviour
+        return ProviderLimits(b.rpm, b.tpm, b.max_in_flight, self.clock())
 
     def reset(self) -> None:
         """Forget records, counts and attempt numbers (the next request is attempt 1)."""
@@ -152,6 +161,7 @@ class SimulatorServer:
             self._bodies.clear()
             self._counts.clear()
             self._attempts.clear()
+        self.limits = self._new_limits()
 
     def _record(self, request: web.Request, status: int, **fields: Any) -> None:
         headers = {str(k): v for k, v in request.headers.items()
@@ -170,15 +180,6 @@ class SimulatorServer:
             })
 
     # ------------------------------------------------------------ handlers
-
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
-        return await self._serve(CHAT, request)
-
-    async def _messages(self, request: web.Request) -> web.StreamResponse:
-        return await self._serve(MESSAGES, request)
-
-    async def _responses(self, request: web.Request) -> web.StreamResponse:
-        return await self._serve(RESPONSES, request)
 
     async def _serve(self, api: SimAPI, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()  # the latency counts from here: parsing is part of it
@@ -204,6 +205,20 @@ class SimulatorServer:
                          self.behaviour)
         info = {"key": key, "attempt": attempt, "model": chat["model"], "api": api.name,
                 "body": {**chat, "messages": stripped}}
+        limits = self.limits
+        refused = limits.enter(tokens, reserved(chat), self.clock())
+        if refused is not None:
+            self._record(request, 429, fault=f"rate_limit:{refused.kind}", **info)
+            return api.error(429, refused.message, refused.kind, "rate_limit_exceeded",
+                             headers=refused.headers)
+        try:
+            return await self._respond(api, request, req, tokens, info, started)
+        finally:
+            limits.leave(info.get("completion_tokens", 0))
+
+    async def _respond(self, api: SimAPI, request: web.Request, req: SimRequest, tokens: int,
+                       info: dict[str, Any], started: float) -> web.StreamResponse:
+        key, attempt = req.key, req.attempt
         delay = self.behaviour.latency_s(key, attempt) - (time.monotonic() - started)
         if delay > 0:
             await asyncio.sleep(delay)
@@ -231,10 +246,12 @@ class SimulatorServer:
                              "messages")
         reply = next(r for r in (f(req) for f in self.responders) if r is not None)
         self._record(request, 200, fault=fault, **info)
+        info["completion_tokens"] = max(1, -(-len(reply.content) // 4))
         if self.behaviour.echo_key == "reply":
             reply, model = echo_reply(reply, req.body["model"], credential_header(request))
             req = dataclasses.replace(req, body={**req.body, "model": model})
-        return json_response(api.reply(req, reply, tokens))
+        return json_response(api.reply(req, reply, tokens),
+                             headers=self.limits.headers(self.clock()))
 
     async def _hang(self, request: web.Request, info: dict[str, Any]) -> bool:
         """Hold the response for ``hang_s``; False if the server is stopping meanwhile.
@@ -298,10 +315,9 @@ class SimulatorServer:
 
     def _app(self) -> web.Application:
         app = web.Application(client_max_size=512 * 1024**2)
-        handlers = {CHAT: self._chat, MESSAGES: self._messages, RESPONSES: self._responses}
-        for api, handler in handlers.items():
+        for api in (CHAT, MESSAGES, RESPONSES):
             for route in api.routes:
-                app.router.add_post(route, handler)
+                app.router.add_post(route, functools.partial(self._serve, api))
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/_sim/requests", self._sim_requests)
         app.router.add_get("/_sim/bodies", self._sim_bodies)
