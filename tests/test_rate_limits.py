@@ -9,6 +9,8 @@ every wait a test sees is the gate's, in fake seconds.
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
 
 import pytest
 from tests.api_support import Scripted
@@ -25,7 +27,7 @@ from groundscope.client.ratelimit import (
     parse_duration,
 )
 from groundscope.client.retry import RetryPolicy
-from groundscope.errors import ResponseError
+from groundscope.errors import ConfigError, ResponseError
 from groundscope.simulator import SimBehaviour, SimulatorServer
 from groundscope.types import Message
 
@@ -126,15 +128,17 @@ def test_bucket_rate_and_an_estimate_over_the_limit_never_deadlocks() -> None:
     assert tokens.wait(1, 0.0) == pytest.approx(59.01)
 
 
-def test_aimd_halves_once_per_burst_and_grows_back_slowly() -> None:
+def test_aimd_cuts_once_per_burst_and_grows_back_slowly() -> None:
     limit = AdaptiveLimit(16)
     limit.rate_limited(epoch=0)
-    assert limit.limit == 8
+    assert limit.limit == 11  # 16 x 0.7
     limit.rate_limited(epoch=0)  # sent before the decrease: the same signal, no second cut
-    assert limit.limit == 8
-    for _ in range(3):
+    assert limit.limit == 11
+    cuts = []
+    for _ in range(4):
         limit.rate_limited(limit.epoch)
-    assert (limit.limit, limit.lowest) == (1, 1)
+        cuts.append(limit.limit)
+    assert cuts == [7, 4, 2, 1] and limit.lowest == 1
     limit.rate_limited(limit.epoch)
     assert limit.limit == 1  # never below 1
     grown = []
@@ -327,3 +331,78 @@ async def test_insufficient_quota_is_one_clear_error_never_retried() -> None:
     assert "quota" in str(first.value) and first.value.attempts == 1
     assert client.gate.stats.rate_limited == 0 and client.gate.stats.paused_s == 0
     assert client.gate.stats.retries == 0 and len(server.seen) == 1  # the second: unsent
+
+
+# ---------------------------------------------------------------- a run, config, CLI
+
+
+def test_a_run_reports_rate_limits_per_endpoint(tmp_path: Path) -> None:
+    """The model's and a judge's figures land in summary.rate_limits of the JSON report."""
+    from cli_support import EXAMPLES, dataset_samples
+    from groundscope import run_task
+    from groundscope.simulator.judge import JudgeResponder
+
+    args = {"general_vqa": {"local_path": str(EXAMPLES / "vqa"), "subset_list": ["example_openai"]}}
+    model = SimulatorServer(dataset_samples("general_vqa", args),
+                            SimBehaviour(accuracy=1.0, latency_ms=20, max_in_flight=1))
+    judges = SimulatorServer(responders=[JudgeResponder()])
+    with model as model_url, judges as judge_url:
+        report = run_task({"model": "m", "api_url": model_url, "datasets": ["general_vqa"],
+                           "dataset_args": args, "work_dir": str(tmp_path), "eval_batch_size": 8,
+                           "retry_base_delay": 0.0, "judge": {"strategy": "llm", "models": [
+                               {"model_id": "j", "api_url": judge_url, "rpm": 6000}]}})
+    figures = report.dataset("general_vqa").summary.rate_limits
+    refused = model.stats()["by_status"].get("429", 0)
+    assert refused >= 1 and figures["model"]["rate_limited"] == refused
+    assert figures["model"]["retries"] == refused and figures["model"]["lowest_limit"] < 8
+    assert figures["judge:j"] == {"rate_limited": 0, "retries": 0, "lowest_limit": 8,
+                                  "paused_s": 0.0}
+    saved = json.loads(next(Path(report.run_dir).rglob("general_vqa.groundscope.json")).read_text())
+    assert saved["summary"]["rate_limits"] == figures
+
+
+def test_rpm_and_tpm_settings_are_bounded(tmp_path: Path) -> None:
+    from cli_support import run_cli
+    from groundscope.config import load_config
+
+    base = {"model": "m", "api_url": "http://127.0.0.1:9/v1", "datasets": ["general_vqa"]}
+    cfg = load_config({**base, "rpm": 500, "tpm": 30_000, "judge": {"models": [
+        {"model_id": "j", "api_url": "http://127.0.0.1:9/v1", "rpm": 60, "tpm": 1000}]}})
+    assert (cfg.rpm, cfg.tpm) == (500, 30_000) and cfg.judge is not None
+    assert (cfg.judge.models[0].rpm, cfg.judge.models[0].tpm) == (60, 1000)
+    with pytest.raises(ConfigError, match=r"judge\.models\[0\]\.tpm"):
+        load_config({**base, "judge": {"models": [{"model_id": "j", "api_url": "http://h/v1",
+                                                   "tpm": 0}]}})
+    proc = run_cli("eval", "--datasets", "general_vqa", "--eval-type", "mock", "--rpm", "0",
+                   cwd=tmp_path)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "rpm" in proc.stderr
+    proc = run_cli("simulate", "--datasets", "general_vqa", "--max-in-flight", "0", cwd=tmp_path)
+    assert proc.returncode == 2 and "max_in_flight" in proc.stderr
+
+
+def test_remaining_requests_caps_what_is_sent_until_the_next_reply() -> None:
+    lim = RateLimiter(16)
+    first = lim.admit(1, 0.0)
+    later = [lim.admit(1, 0.0) for _ in range(2)]  # sent after `first`: not in its count
+    lim.settle(first, 200, RateHeaders(remaining_requests=3), None, 0.0)
+    assert lim.allowance == 1
+    fourth = lim.admit(1, 0.0)
+    assert lim.wait(1, 0.0) is None  # none left while replies are pending
+    for t in later:
+        lim.settle(t, 200, RateHeaders(), None, 0.0)
+    assert lim.wait(1, 0.0) is None
+    lim.settle(fourth, 200, RateHeaders(), None, 0.0)
+    assert lim.wait(1, 0.0) == 0  # nothing in flight: one goes to learn the new count
+
+
+async def test_retry_max_delay_caps_a_pause_too() -> None:
+    clock = FakeClock()
+    with Scripted([(429, RATE_429, {"retry-after": "50"}), (200, CHAT_OK, {})]) as url:
+        gate = RateGate(4, max_pause=2.0, clock=clock, sleep=clock.sleep)
+        client = ChatClient(url, "m", retry=NO_WAIT, gate=gate)
+        async with client:
+            await client.complete(ask(0))
+    assert clock.now - 1000.0 == 2.0 and gate.stats.paused_s == 2.0
+    default = ChatClient(url, "m", retry=RetryPolicy(max_delay=3.0))
+    assert isinstance(default.gate, RateGate) and default.gate.limiter.max_pause == 3.0

@@ -122,7 +122,7 @@ class Runner:
 
                 api = cfg.simulator.api if cfg.eval_type == "mock" else cfg.eval_type
                 gate = self.scoring.gate("model", api_url or "", cfg.model, cfg.eval_batch_size,
-                                         rpm=cfg.rpm, tpm=cfg.tpm)
+                                         rpm=cfg.rpm, tpm=cfg.tpm, max_pause=cfg.retry_max_delay)
                 client = ChatClient(
                     api_url or "", cfg.model, api_key=cfg.api_key,
                     generation_config=cfg.generation_config, timeout=cfg.timeout,
@@ -162,7 +162,9 @@ class Runner:
         oracle = Oracle.from_samples(samples)
         sim = self.cfg.simulator
         server = SimulatorServer(oracle, SimBehaviour(accuracy=sim.accuracy,
-                                                      latency_ms=sim.latency_ms, seed=sim.seed),
+                                                      latency_ms=sim.latency_ms, seed=sim.seed,
+                                                      rpm=sim.rpm, tpm=sim.tpm,
+                                                      max_in_flight=sim.max_in_flight),
                                  responders=sim_responders(sim))
         url = await server.astart()
         stack.push_async_callback(server.astop)

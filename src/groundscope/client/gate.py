@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from groundscope.client.ratelimit import RateHeaders, RateLimiter, Ticket
+from groundscope.client.ratelimit import MAX_PAUSE_S, RateHeaders, RateLimiter, Ticket
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ Sleep = Callable[[float], Awaitable[object]]
 class RateGate:
     """The endpoint's limits in this process: at most the adaptive in-flight limit (up to
     ``concurrency``), ``rpm`` requests and ``tpm`` tokens a minute, and no request while
-    the endpoint is paused. ``clock`` (monotonic), ``wall`` (epoch, for HTTP dates) and
+    the endpoint is paused (at most ``max_pause`` seconds at a time). ``clock`` (monotonic), ``wall`` (epoch, for HTTP dates) and
     ``sleep`` are injectable for tests.
 
     A waiter that needs a request in flight to finish waits on a condition that every
@@ -143,9 +143,9 @@ class RateGate:
     """
 
     def __init__(self, concurrency: int, *, rpm: float | None = None, tpm: float | None = None,
-                 clock: Clock = time.monotonic, wall: Clock = time.time,
-                 sleep: Sleep = asyncio.sleep) -> None:
-        self.limiter = RateLimiter(concurrency, rpm=rpm, tpm=tpm)
+                 max_pause: float = MAX_PAUSE_S, clock: Clock = time.monotonic,
+                 wall: Clock = time.time, sleep: Sleep = asyncio.sleep) -> None:
+        self.limiter = RateLimiter(concurrency, rpm=rpm, tpm=tpm, max_pause=max_pause)
         self.stats = GateStats(limit=concurrency, lowest_limit=concurrency)
         self._clock, self._wall, self._sleep = clock, wall, sleep
         self._changed: asyncio.Condition | None = None

@@ -261,7 +261,8 @@ class ChatClient:
         self.retry = retry or RetryPolicy()
         self.concurrency = concurrency
         self.max_response_bytes = max_response_bytes
-        self.gate: Gate = gate or RateGate(concurrency, rpm=rpm, tpm=tpm)
+        self.gate: Gate = gate or RateGate(concurrency, rpm=rpm, tpm=tpm,
+                                           max_pause=self.retry.max_delay)
         self._spent: ResponseError | None = None  # a quota error: later requests fail unsent
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

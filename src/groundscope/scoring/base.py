@@ -82,10 +82,11 @@ class ScoringContext:
         return self._shared[key]  # type: ignore[no-any-return]
 
     def gate(self, name: str, api_url: str, model: str, concurrency: int, *,
-             rpm: int | None = None, tpm: int | None = None) -> Gate:
-        """The gate of ``model`` at ``api_url`` (made on first request, shown as ``name``)."""
-        made: Gate = self.shared(f"gate:{api_url}\x1f{model}",
-                                 lambda: RateGate(concurrency, rpm=rpm, tpm=tpm))
+             rpm: int | None = None, tpm: int | None = None, max_pause: float = 30.0) -> Gate:
+        """The gate of ``model`` at ``api_url`` (made on first request, shown as ``name``);
+        ``max_pause`` caps one pause, as the retry policy's ``max_delay`` caps one wait."""
+        made: Gate = self.shared(f"gate:{api_url}\x1f{model}", lambda: RateGate(
+            concurrency, rpm=rpm, tpm=tpm, max_pause=max_pause))
         self.gates.setdefault(name, made)
         return made
 
