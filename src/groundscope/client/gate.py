@@ -134,8 +134,8 @@ Sleep = Callable[[float], Awaitable[object]]
 class RateGate:
     """The endpoint's limits in this process: at most the adaptive in-flight limit (up to
     ``concurrency``), ``rpm`` requests and ``tpm`` tokens a minute, and no request while
-    the endpoint is paused (at most ``max_pause`` seconds at a time). ``clock`` (monotonic), ``wall`` (epoch, for HTTP dates) and
-    ``sleep`` are injectable for tests.
+    the endpoint is paused (at most ``max_pause`` seconds at a time). ``clock``
+    (monotonic), ``wall`` (epoch, for HTTP dates) and ``sleep`` are injectable for tests.
 
     A waiter that needs a request in flight to finish waits on a condition that every
     release notifies; one that needs time sleeps exactly as long as the limiter says, then

@@ -17,8 +17,9 @@ must be finite and non-negative, and every pause they ask for is capped at
 
 A limiter keeps, per endpoint, a request bucket (``rpm``), a token bucket (``tpm``; a
 request is charged its estimate before sending, corrected from ``usage`` after), an
-in-flight limit cut by 0.7 on a 429 that grows back by one per ``limit`` successes (AIMD),
-no more requests than the last ``x-ratelimit-remaining-requests`` allows, and a pause every request waits out (``Retry-After``, ``retry-after-ms``,
+in-flight limit cut by 0.7 on a 429 that grows back by one per ``limit`` successes
+(AIMD), no more requests than the last ``x-ratelimit-remaining-requests`` allows, and a
+pause every request waits out (``Retry-After``, ``retry-after-ms``,
 ``x-ratelimit-reset-*``; a ``x-ratelimit-remaining-*`` of 0 pauses before the 429 comes).
 """
 
