@@ -28,12 +28,14 @@ from typing import Any
 from _common import make_vqa_dataset
 from groundscope import run_task
 from groundscope import runner as runner_module
+from groundscope.client.openai import ChatClient
 from groundscope.config import load_config
 from groundscope.errors import RecordError
 from groundscope.plan import iter_samples, plan_dataset
 from groundscope.simulator import Oracle, SimBehaviour, SimulatorServer
 
 PHASE: dict[str, float] = {}
+DONE: list[float] = []  # when each model request was answered
 
 
 def _timed_phase() -> None:
@@ -46,6 +48,14 @@ def _timed_phase() -> None:
         PHASE["end"] = time.perf_counter()
 
     runner_module.Runner._evaluate = timed  # type: ignore[method-assign]
+    complete = ChatClient.complete
+
+    async def answered(self: Any, *args: Any, **kwargs: Any) -> Any:
+        reply = await complete(self, *args, **kwargs)
+        DONE.append(time.perf_counter())
+        return reply
+
+    ChatClient.complete = answered  # type: ignore[method-assign]
 
 
 def _oracle(args: dict[str, Any]) -> Oracle:
@@ -56,6 +66,7 @@ def _oracle(args: dict[str, Any]) -> Oracle:
 
 
 def run(n: int, behaviour: SimBehaviour, concurrency: int, client: dict[str, Any]) -> dict[str, Any]:
+    DONE.clear()
     data = make_vqa_dataset(n, image_kb=20, distinct=min(n, 50))
     args = {"general_vqa": {"local_path": str(data), "subset_list": ["bench"]}}
     server = SimulatorServer(_oracle(args), behaviour, record_limit=1000)
@@ -71,7 +82,14 @@ def run(n: int, behaviour: SimBehaviour, concurrency: int, client: dict[str, Any
     summary = report.datasets[0].summary
     return {"n": n, "succeeded": summary.succeeded, "seconds": PHASE["end"] - PHASE["start"],
             "requests": stats["requests"], "r429": stats["by_status"].get("429", 0),
-            "peak": stats["peak_in_flight"], "gate": summary.rate_limits.get("model", {})}
+            "peak": stats["peak_in_flight"], "gate": summary.rate_limits.get("model", {}),
+            "steady": _steady(sorted(DONE))}
+
+
+def _steady(done: list[float]) -> float:
+    """Answers a second over the last half of the run (past any first burst)."""
+    half = done[len(done) // 2:]
+    return (len(half) - 1) / (half[-1] - half[0]) if len(half) > 2 else 0.0
 
 
 def show(title: str, r: dict[str, Any], limit_per_s: float) -> None:
@@ -80,7 +98,8 @@ def show(title: str, r: dict[str, Any], limit_per_s: float) -> None:
     ok = r["succeeded"] == r["n"] and rate >= 0.9 * limit_per_s and share <= 0.05
     print(f"\n{title}")
     print(f"  samples {r['succeeded']}/{r['n']} in {r['seconds']:.1f} s; throughput "
-          f"{rate * 60:.0f}/min = {rate / limit_per_s:.1%} of the limit ({limit_per_s * 60:.0f}/min)")
+          f"{rate * 60:.0f}/min = {rate / limit_per_s:.1%} of the limit ({limit_per_s * 60:.0f}/min); "
+          f"last half of the answers {r['steady'] * 60:.0f}/min = {r['steady'] / limit_per_s:.1%}")
     print(f"  requests {r['requests']}, 429s {r['r429']} = {share:.2%}; peak in flight at the "
           f"server {r['peak']}; client gate {r['gate']}")
     print(f"  targets (all finish, >= 90% of the limit, <= 5% 429s): {'MET' if ok else 'MISSED'}")
