@@ -340,6 +340,7 @@ def test_a_run_reports_rate_limits_per_endpoint(tmp_path: Path) -> None:
     """The model's and a judge's figures land in summary.rate_limits of the JSON report."""
     from cli_support import EXAMPLES, dataset_samples
     from groundscope import run_task
+    from groundscope.rescore import rebuild_report
     from groundscope.simulator.judge import JudgeResponder
 
     args = {"general_vqa": {"local_path": str(EXAMPLES / "vqa"), "subset_list": ["example_openai"]}}
@@ -353,12 +354,14 @@ def test_a_run_reports_rate_limits_per_endpoint(tmp_path: Path) -> None:
                                {"model_id": "j", "api_url": judge_url, "rpm": 6000}]}})
     figures = report.dataset("general_vqa").summary.rate_limits
     refused = model.stats()["by_status"].get("429", 0)
-    assert refused >= 1 and figures["model"]["rate_limited"] == refused
-    assert figures["model"]["retries"] == refused and figures["model"]["lowest_limit"] < 8
-    assert figures["judge:j"] == {"rate_limited": 0, "retries": 0, "lowest_limit": 8,
-                                  "paused_s": 0.0}
+    assert refused >= 1 and figures["model"].rate_limited == refused
+    assert figures["model"].retries == refused and figures["model"].lowest_limit < 8
+    assert figures["judge:j"].model_dump() == {"rate_limited": 0, "retries": 0,
+                                               "lowest_limit": 8, "paused_s": 0.0}
     saved = json.loads(next(Path(report.run_dir).rglob("general_vqa.groundscope.json")).read_text())
-    assert saved["summary"]["rate_limits"] == figures
+    assert saved["summary"]["rate_limits"] == {k: v.model_dump() for k, v in figures.items()}
+    rebuilt = rebuild_report(Path(report.run_dir))  # `groundscope report`: the same figures
+    assert rebuilt.dataset("general_vqa").summary.rate_limits == figures
 
 
 def test_rpm_and_tpm_settings_are_bounded(tmp_path: Path) -> None:

@@ -63,3 +63,27 @@ async def test_a_huge_retry_after_from_a_server_is_capped() -> None:
         async with client:
             await asyncio.wait_for(client.complete([Message("user", "hi")]), 30)
     assert clock.now - 1000.0 == MAX_PAUSE_S
+
+
+@pytest.mark.parametrize("content", [
+    b"not json", b"[1, 2]", b'{"model": {"rate_limited": -1}}', b'{"model": {"paused_s": 1e999}}',
+    b'{"model": {"retries": "many"}}', b" " * (2 << 20),
+    b"{" + b",".join(b'"e%d": {}' % i for i in range(100)) + b"}",  # over 64 endpoints
+])
+def test_a_hostile_rate_limits_file_is_ignored(tmp_path: Path, content: bytes,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    from groundscope.summary import RATE_LIMITS_FILE, read_rate_limits
+
+    (tmp_path / RATE_LIMITS_FILE).write_bytes(content)
+    with caplog.at_level("WARNING", logger="groundscope"):
+        assert read_rate_limits(tmp_path) == {}
+    assert "rate_limits.json: ignored" in caplog.text
+
+
+def test_a_symlinked_rate_limits_file_is_not_followed(tmp_path: Path) -> None:
+    from groundscope.summary import RATE_LIMITS_FILE, read_rate_limits
+
+    target = tmp_path / "elsewhere.json"
+    target.write_text('{"model": {"rate_limited": 3}}')
+    (tmp_path / RATE_LIMITS_FILE).symlink_to(target)
+    assert read_rate_limits(tmp_path) == {}

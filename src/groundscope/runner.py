@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING
 
 from groundscope import logs
 from groundscope.config import TaskConfig
-from groundscope.errors import ErrorBudgetExceeded, NothingEvaluated, RecordError, one_error
+from groundscope.errors import (
+    ErrorBudgetExceeded,
+    NothingEvaluated,
+    RecordError,
+    StoreError,
+    one_error,
+)
 from groundscope.memory import TRIM_EVERY, release_free_memory
 from groundscope.pipeline import (
     NOTHING_SAVED,
@@ -45,6 +51,7 @@ from groundscope.resume import warn_config_changes
 from groundscope.scoring import ScoringContext
 from groundscope.sidework import SideWork
 from groundscope.store import MEDIA_ROOTS_KEY, RunStore, check_subset_files
+from groundscope.summary import EndpointLimits, write_rate_limits
 from groundscope.types import PredictionStatus
 
 if TYPE_CHECKING:
@@ -308,15 +315,21 @@ class Runner:
 
     def _rate_limits(self) -> None:
         """Each endpoint's 429s, retries, lowest in-flight limit and pauses, over the whole
-        run, into every dataset's summary (``summary.rate_limits``); logged when throttled."""
-        figures = {name: gate.stats.to_json() for name, gate in self.scoring.gates.items()}
+        run, into every dataset's summary (``summary.rate_limits``) and the run directory
+        (for ``score`` / ``report``); logged when throttled."""
+        figures = {name: EndpointLimits(**gate.stats.to_json())
+                   for name, gate in self.scoring.gates.items()}
         for run in self.datasets:
             run.summary.rate_limits = figures
+        try:
+            write_rate_limits(self.run_dir, figures)
+        except StoreError as exc:  # the reports still carry them
+            log.warning("%s", exc)
         for name, f in figures.items():
-            if f["rate_limited"] or f["paused_s"]:
+            if f.rate_limited or f.paused_s:
                 log.warning("%s: %d answers 429 (rate limited), %d retries, in-flight limit down "
-                            "to %d, paused %.1fs", name, f["rate_limited"], f["retries"],
-                            f["lowest_limit"], f["paused_s"])
+                            "to %d, paused %.1fs", name, f.rate_limited, f.retries,
+                            f.lowest_limit, f.paused_s)
 
     def _build_report(self) -> Report:
         cfg = self.cfg

@@ -14,6 +14,7 @@ from groundscope.report.evalscope import evalscope_report
 from groundscope.report.grounding import add_grounding_stats
 from groundscope.report.judge import add_judge_stats
 from groundscope.report.model import DatasetReport, MetricRow
+from groundscope.summary import read_rate_limits
 
 if TYPE_CHECKING:
     from groundscope.config import JudgeConfig
@@ -38,7 +39,9 @@ class DatasetTotals(Protocol):
 def build_dataset_report(store: RunStore, run: DatasetTotals, *, model: str, seed: int,
                          judge: JudgeConfig | None) -> DatasetReport:
     """The dataset's report (subsets in their planned order, else as scored), written in
-    both formats."""
+    both formats. ``score`` / ``report`` take the rate-limit figures the eval saved."""
+    if not run.summary.rate_limits:
+        run.summary.rate_limits = read_rate_limits(store.run_dir)
     rep = DatasetReport(
         model=model, dataset=run.name, pretty_name=run.pretty_name,
         primary_metric=run.primary_metric, subsets=run.acc.subsets() or run.subsets,
