@@ -152,10 +152,10 @@ class GatedSimulator(SimulatorServer):
         self.open_for = open_for
         self.arrived = 0
 
-    async def _serve(self, api: Any, request: web.Request) -> web.StreamResponse:
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
         self.arrived += 1
         if self.arrived > self.open_for:
             assert self._closing is not None
             await self._closing.wait()  # released (and answered 503) only when stopping
             return web.Response(status=503)
-        return await super()._serve(api, request)
+        return await super()._chat(request)

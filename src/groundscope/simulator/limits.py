@@ -79,6 +79,11 @@ class ProviderLimits:
         self.refused: Counter[str] = Counter()
         self._lock = threading.Lock()
 
+    @classmethod
+    def of(cls, behaviour: Any, now: float) -> ProviderLimits:
+        """The limits a ``SimBehaviour`` names (``rpm``, ``tpm``, ``max_in_flight``)."""
+        return cls(behaviour.rpm, behaviour.tpm, behaviour.max_in_flight, now)
+
     def enter(self, prompt: int, reserve: int, now: float) -> Refusal | None:
         """Admit a request of ``prompt`` tokens reserving ``reserve`` more, or refuse it."""
         with self._lock:

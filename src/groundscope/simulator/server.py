@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import hashlib
 import logging
 import socket
@@ -114,7 +113,7 @@ class SimulatorServer:
         self._attempts: dict[str, int] = {}
         self._lock = threading.Lock()
         self.clock = time.monotonic  # the limits' clock (tests drive it by hand)
-        self.limits = self._new_limits()
+        self.limits = ProviderLimits.of(self.behaviour, self.clock())
         self._runner: web.AppRunner | None = None
         self._closing: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
@@ -150,10 +149,6 @@ class SimulatorServer:
             **self.limits.stats(),  # 429s by limit (rpm / tpm / in flight), peak in flight
         }
 
-    def _new_limits(self) -> ProviderLimits:
-        b = self.behaviour
-        return ProviderLimits(b.rpm, b.tpm, b.max_in_flight, self.clock())
-
     def reset(self) -> None:
         """Forget records, counts and attempt numbers (the next request is attempt 1)."""
         with self._lock:
@@ -161,7 +156,7 @@ class SimulatorServer:
             self._bodies.clear()
             self._counts.clear()
             self._attempts.clear()
-        self.limits = self._new_limits()
+        self.limits = ProviderLimits.of(self.behaviour, self.clock())
 
     def _record(self, request: web.Request, status: int, **fields: Any) -> None:
         headers = {str(k): v for k, v in request.headers.items()
@@ -180,6 +175,15 @@ class SimulatorServer:
             })
 
     # ------------------------------------------------------------ handlers
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(CHAT, request)
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(MESSAGES, request)
+
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(RESPONSES, request)
 
     async def _serve(self, api: SimAPI, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()  # the latency counts from here: parsing is part of it
@@ -315,9 +319,10 @@ class SimulatorServer:
 
     def _app(self) -> web.Application:
         app = web.Application(client_max_size=512 * 1024**2)
-        for api in (CHAT, MESSAGES, RESPONSES):
+        handlers = {CHAT: self._chat, MESSAGES: self._messages, RESPONSES: self._responses}
+        for api, handler in handlers.items():
             for route in api.routes:
-                app.router.add_post(route, functools.partial(self._serve, api))
+                app.router.add_post(route, handler)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/_sim/requests", self._sim_requests)
         app.router.add_get("/_sim/bodies", self._sim_bodies)
