@@ -100,6 +100,9 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
       help="first N records per subset, or a fraction in (0,1)")
     a("--eval-batch-size", "--max-concurrency", dest="eval_batch_size", type=int, default=_S,
       help="requests in flight at once (default 8)")
+    a("--rpm", type=int, default=_S, help="the model endpoint's limit of requests a minute")
+    a("--tpm", type=int, default=_S,
+      help="the model endpoint's limit of tokens a minute (estimated before sending)")
     a("--generation-config", type=parse_kv_or_json, default=_S,
       help="JSON or k=v,... passed into each request (temperature defaults to 0)")
     a("--judge", type=_json_object, default=_S, help="JSON judge config (see README)")
@@ -211,6 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="share of flipped verdicts when answering LLM-judge requests")
     sim.add_argument("--truth", metavar="FILE", default=None,
                      help="ground-truth file for the grounding judge steps and planted answers")
+    sim.add_argument("--rpm", type=int, default=None, help="answer 429 over this many requests a minute")
+    sim.add_argument("--tpm", type=int, default=None, help="answer 429 over this many tokens a minute")
+    sim.add_argument("--max-in-flight", type=int, default=None,
+                     help="answer 429 to a request while this many are in flight")
     for kind in ("429", "500", "timeout", "malformed", "disconnect"):
         sim.add_argument(f"--rate-{kind}", type=float, default=0.0,
                          help=f"share of requests answered with a {kind} fault")
@@ -367,7 +374,8 @@ def _sim_behaviour(ns: argparse.Namespace) -> SimBehaviour:
                         reply_bytes=ns.reply_bytes, reply_gzip=ns.reply_gzip,
                         reply_chunked=ns.reply_chunked, declared_length=ns.declared_length,
                         header_bytes=ns.header_bytes, redirect_to=ns.redirect_to,
-                        echo_key=ns.echo_key)
+                        echo_key=ns.echo_key, rpm=ns.rpm, tpm=ns.tpm,
+                        max_in_flight=ns.max_in_flight)
 
 
 def _cmd_simulate(ns: argparse.Namespace) -> int:

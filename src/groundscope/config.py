@@ -41,6 +41,8 @@ from groundscope.media import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, PYAV_HINT, 
 from groundscope.pricing import MAX_PRICED_MODELS, Price
 from groundscope.sharding import parse_shard
 
+MAX_RPM, MAX_TPM = 10**8, 10**12  # requests / tokens a minute
+
 # EvalScope's spellings (``service``, ``server``, ``simulator``) read as ours (compat.EVAL_TYPES)
 _EvalScopeName = BeforeValidator(lambda v: compat.EVAL_TYPES.get(v, v) if isinstance(v, str) else v)
 
@@ -95,6 +97,8 @@ class JudgeModel(_Strict):
     api_key: Secret | None = None
     eval_type: Annotated[ModelAPI, _EvalScopeName] = "openai_api"
     generation_config: dict[str, Any] = Field(default_factory=dict)
+    rpm: int | None = Field(default=None, ge=1, le=MAX_RPM)  # its provider's limits (None:
+    tpm: int | None = Field(default=None, ge=1, le=MAX_TPM)  # none); see client/ratelimit.py
 
     def secrets(self) -> list[str]:
         """Its API key and the credentials its URL carries (for redaction)."""
@@ -180,6 +184,10 @@ class SimulatorArgs(_Strict):
     judge_noise: float = Field(default=0.0, ge=0.0, le=1.0)  # share of flipped mock verdicts
     truth: str | None = None  # ground-truth file of the grounding mode (simulator/grounding.py)
     api: ModelAPI = "openai_api"  # the API a mock run speaks to its simulator (it serves all)
+    # a provider's limits, answered with 429s and x-ratelimit-* headers (simulator/limits.py)
+    rpm: int | None = Field(default=None, ge=1, le=MAX_RPM)
+    tpm: int | None = Field(default=None, ge=1, le=MAX_TPM)
+    max_in_flight: int | None = Field(default=None, ge=1, le=100_000)
 
 
 class TaskConfig(_Strict):
@@ -199,6 +207,8 @@ class TaskConfig(_Strict):
     dataset_args: dict[str, DatasetArgs] = Field(default_factory=dict)
     limit: int | float | None = None
     eval_batch_size: int = Field(default=8, ge=1, le=4096)
+    rpm: int | None = Field(default=None, ge=1, le=MAX_RPM)  # the model endpoint's requests
+    tpm: int | None = Field(default=None, ge=1, le=MAX_TPM)  # and tokens a minute (None: no limit)
     generation_config: dict[str, Any] = Field(default_factory=dict)
     judge: JudgeConfig | None = None
     work_dir: str = "./outputs"

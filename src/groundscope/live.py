@@ -22,6 +22,7 @@ from groundscope.types import ScoreStatus
 from groundscope.usage import Tokens, cost_text, short_count
 
 if TYPE_CHECKING:
+    from groundscope.client.gate import Gate, GateStats
     from groundscope.client.openai import ChatClient
     from groundscope.pipeline import Scored
     from groundscope.plan import DatasetRun
@@ -54,24 +55,36 @@ class LiveView:
         sums[1] += weight
         self._current = run.name
 
+    def _gates(self) -> tuple[list[GateStats], list[GateStats]]:
+        """The counters of the model's gate and of the judges' gates, each gate once (judge
+        clients of one endpoint share its gate)."""
+        seen: set[int] = set()
+
+        def once(gates: list[Gate]) -> list[GateStats]:
+            fresh = [g for g in gates if id(g) not in seen]
+            seen.update(id(g) for g in fresh)
+            return [g.stats for g in fresh]
+
+        model = once([self.client.gate] if self.client is not None else [])
+        judges = once([c.gate for c in self.scoring.judge_clients])
+        return model, judges
+
     def status(self) -> str:
         parts = []
         run = next((r for r in self.runs if r.name == self._current), None)
         if run is not None and self._sums[run.name][1] > 0:
             num, den = self._sums[run.name]
             parts.append(f"{run.primary_metric} {num / den:.3f}")
-        clients = ([self.client] if self.client is not None else [], self.scoring.judge_clients)
+        model, judges = self._gates()
         flights = []
-        for name, group in zip(("in flight", "judges"), clients, strict=True):
+        for name, group in (("in flight", model), ("judges", judges)):
             if group:
-                stats = [c.gate.stats for c in group]
-                flights.append(f"{name} {sum(s.in_flight for s in stats)}/"
-                               f"{sum(s.limit for s in stats)}")
+                flights.append(f"{name} {sum(s.in_flight for s in group)}/"
+                               f"{sum(s.limit for s in group)}")
         if flights:
             parts.append(", ".join(flights))
-        every = [*clients[0], *clients[1]]
-        retries = sum(c.retries for c in every)
-        limited = sum(c.gate.stats.rate_limited for c in every)
+        retries = sum(s.retries for s in (*model, *judges))
+        limited = sum(s.rate_limited for s in (*model, *judges))
         parts.append(f"retries {retries}, 429s {limited}")
         billed = Tokens()
         unpriced: set[str] = set()

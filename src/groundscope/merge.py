@@ -37,6 +37,7 @@ from groundscope.rundir import read_run_config
 from groundscope.runner import nothing_evaluated
 from groundscope.sharding import parse_shard
 from groundscope.store import MEDIA_ROOTS_KEY, RunStore, subset_file_name
+from groundscope.summary import EndpointLimits, read_rate_limits, write_rate_limits
 
 __all__ = ["merge_runs"]
 
@@ -146,6 +147,7 @@ def _write_merged(shards: Sequence[_Shard], work_dir: Path, notes: Sequence[str]
             finally:
                 src.unlock()
         out.close()
+        write_rate_limits(out.run_dir, _rate_limits(shards))
         record = {"shards": {s.name: str(s.path) for s in shards}, "notes": list(notes)}
         atomic_write(out.run_dir / MERGE_FILE, orjson.dumps(record, option=orjson.OPT_INDENT_2))
     except BaseException:
@@ -154,6 +156,21 @@ def _write_merged(shards: Sequence[_Shard], work_dir: Path, notes: Sequence[str]
     finally:
         out.unlock()
     return out.run_dir
+
+
+def _rate_limits(shards: Sequence[_Shard]) -> dict[str, EndpointLimits]:
+    """Each endpoint's rate limiting over all shards: 429s, retries and seconds paused
+    added up, the lowest in-flight limit any shard reached (each shard's file is read as
+    untrusted: a bad one counts as absent)."""
+    merged: dict[str, EndpointLimits] = {}
+    for shard in shards:
+        for name, f in read_rate_limits(shard.path).items():
+            m = merged.get(name)
+            merged[name] = f if m is None else EndpointLimits(
+                rate_limited=m.rate_limited + f.rate_limited, retries=m.retries + f.retries,
+                lowest_limit=min(m.lowest_limit, f.lowest_limit),
+                paused_s=m.paused_s + f.paused_s)
+    return merged
 
 
 def _union(lists: Iterable[Any]) -> list[str]:

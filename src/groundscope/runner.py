@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING
 from groundscope import logs
 from groundscope.client.mediaprep import prefetch
 from groundscope.config import TaskConfig
-from groundscope.errors import ErrorBudgetExceeded, NothingEvaluated, RecordError, one_error
+from groundscope.errors import (
+    ErrorBudgetExceeded,
+    NothingEvaluated,
+    RecordError,
+    StoreError,
+    one_error,
+)
 from groundscope.live import LiveView
 from groundscope.memory import TRIM_EVERY, release_free_memory
 from groundscope.pipeline import (
@@ -50,6 +56,7 @@ from groundscope.scoring import ScoringContext
 from groundscope.sharding import Dealer
 from groundscope.sidework import SideWork
 from groundscope.store import MEDIA_ROOTS_KEY, RunStore, check_subset_files
+from groundscope.summary import EndpointLimits, write_rate_limits
 from groundscope.types import PredictionStatus, Sample
 from groundscope.usage import MODEL_STEP
 
@@ -143,6 +150,7 @@ class Runner:
             self._progress.close()
             self.store.close()
             self._side.close()
+            self._rate_limits()
         report = self._build_report()
         if self._stop_reason:
             logs.close()
@@ -160,13 +168,15 @@ class Runner:
         from groundscope.client.retry import RetryPolicy
 
         api = cfg.simulator.api if cfg.eval_type == "mock" else cfg.eval_type
+        gate = self.scoring.gate("model", api_url or "", cfg.model, cfg.eval_batch_size,
+                                 rpm=cfg.rpm, tpm=cfg.tpm, max_pause=cfg.retry_max_delay)
         client = ChatClient(
             api_url or "", cfg.model, api_key=cfg.api_key,
             generation_config=cfg.generation_config, timeout=cfg.timeout,
             retry=RetryPolicy(max_retries=cfg.max_retries, base_delay=cfg.retry_base_delay,
                               max_delay=cfg.retry_max_delay),
             concurrency=cfg.eval_batch_size, max_response_bytes=cfg.max_response_bytes,
-            wire=wire_api(api),
+            wire=wire_api(api), gate=gate,
         )
         stack.push_async_callback(client.aclose)
         await self._evaluate(client)
@@ -193,7 +203,9 @@ class Runner:
         oracle = Oracle.from_samples(samples)
         sim = self.cfg.simulator
         server = SimulatorServer(oracle, SimBehaviour(accuracy=sim.accuracy,
-                                                      latency_ms=sim.latency_ms, seed=sim.seed),
+                                                      latency_ms=sim.latency_ms, seed=sim.seed,
+                                                      rpm=sim.rpm, tpm=sim.tpm,
+                                                      max_in_flight=sim.max_in_flight),
                                  responders=sim_responders(sim))
         url = await server.astart()
         stack.push_async_callback(server.astop)
@@ -359,6 +371,24 @@ class Runner:
                 why = "a sample failed (pass --ignore-errors to record failures and go on)"
             self._stop_reason = (f"run stopped early: {why}. Finished work is kept in "
                                  f"{self.run_dir}; resume with --use-cache {self.run_dir}")
+
+    def _rate_limits(self) -> None:
+        """Each endpoint's 429s, retries, lowest in-flight limit and pauses, over the whole
+        run, into every dataset's summary (``summary.rate_limits``) and the run directory
+        (for ``score`` / ``report``); logged when throttled."""
+        figures = {name: EndpointLimits(**gate.stats.to_json())
+                   for name, gate in self.scoring.gates.items()}
+        for run in self.datasets:
+            run.summary.rate_limits = figures
+        try:
+            write_rate_limits(self.run_dir, figures)
+        except StoreError as exc:  # the reports still carry them
+            log.warning("%s", exc)
+        for name, f in figures.items():
+            if f.rate_limited or f.paused_s:
+                log.warning("%s: %d answers 429 (rate limited), %d retries, in-flight limit down "
+                            "to %d, paused %.1fs", name, f.rate_limited, f.retries,
+                            f.lowest_limit, f.paused_s)
 
     def _build_report(self) -> Report:
         cfg = self.cfg

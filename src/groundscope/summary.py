@@ -1,17 +1,45 @@
 """The execution summary of one dataset in a run: what was asked, what came back, what was
 skipped, and what the models were asked (``usage``: requests, tokens and cost per step and
 model, ``usage.py``). The runner's plan counts into it; the JSON report
-(``report/model.py``) carries it."""
+(``report/model.py``) carries it.
+
+The rate-limit figures of the run's endpoints are kept in ``<run_dir>/rate_limits.json``
+too (:func:`write_rate_limits`), so ``score`` and ``report`` rebuild the same summary; the
+file is read as untrusted (regular file, 1 MiB, validated): a bad one is ignored, logged.
+"""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from groundscope.errors import StoreError
+from groundscope.fileio import atomic_write, read_regular
 from groundscope.usage import UsageSummary
 
-__all__ = ["Summary"]
+__all__ = ["EndpointLimits", "Summary", "read_rate_limits", "write_rate_limits"]
+
+RATE_LIMITS_FILE = "rate_limits.json"
+_COUNT = 10**12
+log = logging.getLogger("groundscope")
+
+
+class EndpointLimits(BaseModel):
+    """One endpoint's rate limiting over a run (``client/gate.py`` GateStats): answers 429,
+    retries, the lowest in-flight limit reached, seconds the endpoint was paused."""
+
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+    rate_limited: int = Field(default=0, ge=0, le=_COUNT)
+    retries: int = Field(default=0, ge=0, le=_COUNT)
+    lowest_limit: int = Field(default=0, ge=0, le=_COUNT)
+    paused_s: float = Field(default=0.0, ge=0.0, le=float(_COUNT))
+
+
+_FIGURES = TypeAdapter(dict[str, EndpointLimits])
 
 
 class Summary(BaseModel):
@@ -29,6 +57,8 @@ class Summary(BaseModel):
     unscored: dict[str, int] = Field(default_factory=dict)  # subset -> predictions without a score
     warnings: list[str] = Field(default_factory=list)  # one line each, shown with the table
     usage: UsageSummary = Field(default_factory=UsageSummary)  # requests, tokens, cost: usage.py
+    # per endpoint (model, judge:<id>), over the run's eval session
+    rate_limits: dict[str, EndpointLimits] = Field(default_factory=dict, max_length=64)
 
     def why_nothing(self, skipped_file: Path) -> str | None:
         """Why no sample was answered (every record bad, every request failed, no record),
@@ -57,3 +87,28 @@ class Summary(BaseModel):
         self.errored += 1
         kind = error_kind or "error"
         self.errors_by_kind[kind] = self.errors_by_kind.get(kind, 0) + 1
+
+
+def write_rate_limits(run_dir: Path, figures: dict[str, EndpointLimits]) -> None:
+    """``<run_dir>/rate_limits.json`` (atomic)."""
+    data = {name: f.model_dump() for name, f in figures.items()}
+    atomic_write(run_dir / RATE_LIMITS_FILE, orjson.dumps(data, option=orjson.OPT_INDENT_2))
+
+
+def read_rate_limits(run_dir: Path) -> dict[str, EndpointLimits]:
+    """What :func:`write_rate_limits` wrote; {} when absent, unreadable or invalid."""
+    path = run_dir / RATE_LIMITS_FILE
+    try:
+        raw = read_regular(path, 1 << 20)
+        if len(raw) > 1 << 20:
+            raise ValueError("over 1 MiB")
+        figures = _FIGURES.validate_json(raw)
+        if len(figures) > 64:
+            raise ValueError("over 64 endpoints")
+        return figures
+    except FileNotFoundError:
+        return {}
+    except (OSError, StoreError, ValueError) as exc:  # ValidationError is a ValueError
+        problem = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        log.warning("%s: ignored: %s", path, problem)
+        return {}

@@ -1,13 +1,14 @@
 """Error responses of OpenAI-compatible servers -> groundscope's ModelError tree.
 
 Pure functions: the human message of an error body (OpenAI, vLLM, FastAPI shapes), the
-retryable / non-retryable split by status, ``Retry-After`` parsing, and the refusal kinds
-(``context_length``, ``content_filter``). No header or key is ever quoted.
+retryable / non-retryable split by status, ``Retry-After`` parsing (bounded:
+``client/ratelimit.py``), and the refusal kinds (``context_length``, ``content_filter``,
+``insufficient_quota``: a 429 for a spent quota or spend limit, which waiting never clears,
+so it is not retried). No header or key is ever quoted.
 """
 
 from __future__ import annotations
 
-import email.utils
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -15,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from groundscope.client.ratelimit import retry_after as header_retry_after
 from groundscope.errors import ModelError, ResponseError, RetryableError
 
 _MAX_ERROR_CHARS = 500
@@ -25,6 +27,9 @@ _CONTEXT_RE = re.compile(
 )
 _FILTER_RE = re.compile(r"content[ _]?filter|content management policy|safety system", re.I)
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+QUOTA_CODES = frozenset({"insufficient_quota", "credit_balance_exhausted",
+                         "organization_spend_limit_exceeded", "project_spend_limit_exceeded",
+                         "organization_usage_limit_exceeded", "billing_hard_limit_reached"})
 
 
 def error_message(payload: Any) -> str:
@@ -65,21 +70,20 @@ def truncate(text: str) -> str:
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """``Retry-After`` in seconds: delta-seconds or an HTTP date (``None`` if absent/bad)."""
-    if not value:
+    """``Retry-After`` in seconds: delta-seconds or an HTTP date (``None`` if absent/bad:
+    over 64 characters, negative, not finite)."""
+    if value is None:
         return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+    return header_retry_after({"retry-after": value}, time.time() if now is None else now)
+
+
+def is_quota(payload: Any) -> bool:
+    """Whether an error body says a quota or spend limit is spent (OpenAI: ``type`` or
+    ``code`` ``insufficient_quota`` and its newer codes), not that a rate was exceeded."""
+    err = payload.get("error") if isinstance(payload, Mapping) else None
+    if not isinstance(err, Mapping):
+        return False
+    return any(isinstance(v, str) and v in QUOTA_CODES for v in (err.get("type"), err.get("code")))
 
 
 def http_error(status: int, raw: bytes, retry_after: str | None,
@@ -93,6 +97,10 @@ def http_error(status: int, raw: bytes, retry_after: str | None,
         payload = raw.decode("utf-8", "replace")
     message = truncate(redact(error_message(payload))) or "(empty body)"
     text = f"HTTP {status}: {message}"
+    if status == 429 and is_quota(payload):
+        return ResponseError(f"{text} (a spent quota, not a rate limit: not retried; check the "
+                             "account's billing or limits)", kind="insufficient_quota",
+                             status=status)
     if status in _RETRYABLE_STATUS or status >= 500:
         return RetryableError(
             text, kind=f"http_{status}", status=status, retry_after=parse_retry_after(retry_after)

@@ -39,6 +39,7 @@ import base64
 import dataclasses
 import hashlib
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -50,14 +51,15 @@ from pydantic import SecretStr
 
 from groundscope import media
 from groundscope.client.fetch import MediaFetcher
-from groundscope.client.gate import Gate, LocalGate, Outcome
+from groundscope.client.gate import QUOTA_KINDS, Gate, Outcome, RateGate
 from groundscope.client.http_errors import http_error, truncate
 from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES, ERROR_BODY_BYTES, HEADER_LIMITS, read_body
 from groundscope.client.mediaprep import prepare_messages
+from groundscope.client.ratelimit import estimate_tokens, retry_after
 from groundscope.client.reply import parse_completion
 from groundscope.client.retry import OnRetry, RetryPolicy, call_with_retry
 from groundscope.client.wire import WireAPI
-from groundscope.errors import ConfigError, ResponseError, RetryableError
+from groundscope.errors import ConfigError, ModelError, ResponseError, RetryableError
 from groundscope.redaction import Redactor, redact_url, url_credentials, url_secrets
 from groundscope.types import Completion, MediaPart, Message, TextPart
 
@@ -224,7 +226,10 @@ class ChatClient:
 
     The session is created lazily inside the running loop; use ``async with`` or call
     :meth:`aclose`. ``concurrency`` sizes the connection pool and bounds in-flight requests
-    (extra callers wait for a slot *before* their timeout starts).
+    (extra callers wait for a slot *before* their timeout starts). Every attempt passes
+    ``gate`` (default: a :class:`~groundscope.client.gate.RateGate` keeping ``rpm`` / ``tpm``
+    and lowering the in-flight limit on 429s), charged :func:`estimate_tokens` of its body.
+    A spent quota (``insufficient_quota``) fails every later request at once, unsent.
     """
 
     def __init__(
@@ -240,6 +245,8 @@ class ChatClient:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         wire: WireAPI | None = None,
         gate: Gate | None = None,
+        rpm: float | None = None,
+        tpm: float | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
@@ -259,8 +266,9 @@ class ChatClient:
         self.retry = retry or RetryPolicy()
         self.concurrency = concurrency
         self.max_response_bytes = max_response_bytes
-        self.gate: Gate = gate or LocalGate(concurrency)
-        self.retries = 0  # attempts retried so far (the live view)
+        self.gate: Gate = gate or RateGate(concurrency, rpm=rpm, tpm=tpm,
+                                           max_pause=self.retry.max_delay)
+        self._spent: ResponseError | None = None  # a quota error: later requests fail unsent
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._redirects_logged: set[str] = set()
@@ -313,22 +321,25 @@ class ChatClient:
         # audio (MediaFetchError), then the body (MediaError): none retried
         messages = await prepare_messages(messages)
         fetched = await self.fetcher.fetch_all(messages) if self.wire.remote_audio else None
-        body = orjson.dumps(self.wire.body(messages, self.model, config, fetched))
+        payload = self.wire.body(messages, self.model, config, fetched)
+        body, tokens = orjson.dumps(payload), estimate_tokens(payload)
         report = on_retry or _log_retry
 
-        def counted(attempt: int, error: RetryableError, delay: float) -> None:
-            self.retries += 1
+        def retried(attempt: int, error: RetryableError, delay: float) -> None:
+            self.gate.stats.retries += 1
             report(attempt, error, delay)
 
-        completion, _ = await call_with_retry(lambda: self._post(body), self.retry,
-                                              on_retry=counted)
+        completion, _ = await call_with_retry(lambda: self._post(body, tokens), self.retry,
+                                              on_retry=retried)
         return completion
 
-    async def _post(self, body: bytes) -> Completion:
-        """One attempt: POST ``body`` through the gate; map the outcome onto a Completion or
-        an error."""
+    async def _post(self, body: bytes, tokens: int) -> Completion:
+        """One attempt: POST ``body`` (estimated at ``tokens``) through the gate; map the
+        outcome onto a Completion or an error."""
+        if self._spent is not None:
+            raise ResponseError(str(self._spent), kind=self._spent.kind, status=self._spent.status)
         session = self._ensure_session()
-        lease = await self.gate.acquire(len(body) // 4)
+        lease = await self.gate.acquire(tokens)
         outcome = Outcome()
         try:
             status, raw, headers = await self._send(session, body)
@@ -336,13 +347,25 @@ class ChatClient:
             if 300 <= status < 400:
                 raise self._redirect(status, headers.get("location"))
             if status != 200:
-                raise self.wire.error(status, raw, headers.get("retry-after"), self.redactor.redact)
+                err = self._error(status, raw, headers)
+                outcome = Outcome(status=status, headers=headers, kind=err.kind)
+                raise err
             completion = self._redacted(self.wire.reply(raw))
             outcome = Outcome(status=status, headers=headers,
                               tokens=completion.usage.total_tokens or None)
             return completion
         finally:
             await self.gate.release(lease, outcome)
+
+    def _error(self, status: int, raw: bytes, headers: Mapping[str, str]) -> ModelError:
+        """A non-200 reply's error; ``retry-after-ms`` counts too; a spent quota is kept."""
+        err = self.wire.error(status, raw, headers.get("retry-after"), self.redactor.redact)
+        if isinstance(err, RetryableError) and "retry-after-ms" in headers:
+            err.retry_after = retry_after(headers, time.time())
+        if isinstance(err, ResponseError) and err.kind in QUOTA_KINDS and self._spent is None:
+            self._spent = err
+            log.error("%s: %s", self.api_url, err)
+        return err
 
     async def _send(self, session: aiohttp.ClientSession,
                     body: bytes) -> tuple[int, bytes, dict[str, str]]:

@@ -15,6 +15,7 @@ from groundscope.report.evalscope import evalscope_report
 from groundscope.report.grounding import add_grounding_stats
 from groundscope.report.judge import add_judge_stats
 from groundscope.report.model import DatasetReport, MetricRow
+from groundscope.summary import read_rate_limits
 
 if TYPE_CHECKING:
     from groundscope.config import JudgeConfig
@@ -41,8 +42,11 @@ def build_dataset_report(store: RunStore, run: DatasetTotals, *, model: str, see
                          judge: JudgeConfig | None,
                          pricing: Mapping[str, Price] | None = None) -> DatasetReport:
     """The dataset's report (subsets in their planned order, else as scored), written in
-    both formats; its usage priced at ``pricing``."""
+    both formats; its usage priced at ``pricing``. ``score`` / ``report`` take the rate-limit
+    figures the eval saved."""
     run.summary.usage.price(pricing or {})
+    if not run.summary.rate_limits:
+        run.summary.rate_limits = read_rate_limits(store.run_dir)
     rep = DatasetReport(
         model=model, dataset=run.name, pretty_name=run.pretty_name,
         primary_metric=run.primary_metric, subsets=run.acc.subsets() or run.subsets,

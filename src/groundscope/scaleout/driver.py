@@ -112,6 +112,7 @@ class RayDriver:
         self._pending: dict[Key, _Entry] = {}
         self._backlog: deque[_Entry] = deque()
         self._exhausted = False
+        self._peeked: Item | None = None  # the first item of the next chunk, read ahead
         self.requeued = 0
 
     def actor_name(self, what: str) -> str:
@@ -179,13 +180,20 @@ class RayDriver:
     # ------------------------------------------------------------------ dispatch
 
     def _next_chunk(self, items: Iterator[Item], saved_of: Callable[[Item], Saved]) -> list[_Entry]:
+        """The next samples for a worker: about ``_chunk`` of them, and every sample of the
+        last record taken (its paraphrases and repeats), so identical judge requests of one
+        record (a claim of paraphrased answers about one image) meet in one worker's cache."""
         chunk: list[_Entry] = []
         while self._backlog and len(chunk) < self._chunk:
             chunk.append(self._backlog.popleft())
-        while not self._exhausted and len(chunk) < self._chunk and not self.sink.stop_reason:
-            item = next(items, None)
+        while not self._exhausted and not self.sink.stop_reason:
+            item = self._peeked or next(items, None)
+            self._peeked = None
             if item is None:
                 self._exhausted = True
+                break
+            if len(chunk) >= self._chunk and not _same_record(chunk[-1].item, item):
+                self._peeked = item  # the next record starts the next chunk
                 break
             entry = _Entry(item, saved_of(item))
             self._pending[entry.key] = entry
@@ -211,7 +219,7 @@ class RayDriver:
                     self._load[wid] += 1
                     streams.add(asyncio.create_task(self._stream(wid, chunk)))
             if not streams:
-                if self._backlog and not self.sink.stop_reason:
+                if (self._backlog or self._peeked is not None) and not self.sink.stop_reason:
                     raise GroundscopeError(
                         f"every Ray worker died; {len(self._pending)} samples unfinished. Finished "
                         "work is kept; resume with --use-cache RUN_DIR")
@@ -260,3 +268,8 @@ class RayDriver:
             self.sink.on_done(entry.item)
         elif kind == FATAL:
             raise GroundscopeError(value)
+
+
+def _same_record(a: Item, b: Item) -> bool:
+    """Whether two items come from one dataset record (its paraphrases, its repeats)."""
+    return (a.run.name, a.subset, a.sample.origin) == (b.run.name, b.subset, b.sample.origin)

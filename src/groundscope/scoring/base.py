@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from groundscope.client.gate import Gate, RateGate
 from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES
 from groundscope.errors import GroundscopeError
 from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
@@ -50,6 +51,9 @@ class ScoringContext:
     Resources a scorer opens (HTTP clients, cache files) are registered with
     ``on_close`` and released by ``aclose()`` at the end of the run; objects several scorers
     share (the judge panel, a response cache) are made once by ``shared(key, factory)``.
+    ``gates`` holds the admission gate of every endpoint the run talks to, by the name the
+    summary shows (``model``, ``judge:<model_id>``): :meth:`gate` makes one per endpoint
+    and model, so two panels asking one judge model share its rate limits.
     """
 
     run_dir: Path | None = None
@@ -61,11 +65,12 @@ class ScoringContext:
     max_retries: int = 5
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     judge_clients: list[ChatClient] = field(default_factory=list)  # connected: the live view
-    # the admission gate of a judge endpoint's client; None: each client's own LocalGate
+    # the admission gate of a judge endpoint's client; None: the run's own (gate())
     # (a Ray worker plugs in gates shared by every worker: scaleout/worker.py)
     judge_gate: Callable[[JudgeModel], Gate] | None = None
     # makes the judge reply cache of a purpose; None: <run_dir>/cache/<purpose>.jsonl
     reply_cache: Callable[[str], ResponseCache] | None = None
+    gates: dict[str, Gate] = field(default_factory=dict)
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _shared: dict[str, Any] = field(default_factory=dict)
 
@@ -86,6 +91,15 @@ class ScoringContext:
         if key not in self._shared:
             self._shared[key] = factory()
         return self._shared[key]  # type: ignore[no-any-return]
+
+    def gate(self, name: str, api_url: str, model: str, concurrency: int, *,
+             rpm: int | None = None, tpm: int | None = None, max_pause: float = 30.0) -> Gate:
+        """The gate of ``model`` at ``api_url`` (made on first request, shown as ``name``);
+        ``max_pause`` caps one pause, as the retry policy's ``max_delay`` caps one wait."""
+        made: Gate = self.shared(f"gate:{api_url}\x1f{model}", lambda: RateGate(
+            concurrency, rpm=rpm, tpm=tpm, max_pause=max_pause))
+        self.gates.setdefault(name, made)
+        return made
 
     async def aclose(self) -> None:
         closers, self._closers = self._closers, []

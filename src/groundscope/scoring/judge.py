@@ -263,13 +263,17 @@ class JudgePanel:
         from groundscope.client.retry import RetryPolicy
 
         url = mock_url(self.ctx, model) or model.api_url
-        return ChatClient(url, model.model_id, api_key=model.api_key,
+        if self.ctx.judge_gate is not None:  # a Ray worker: the gate every worker shares
+            gate = self.ctx.judge_gate(model)
+        else:
+            gate = self.ctx.gate(f"judge:{model.model_id}", url, model.model_id,
+                                 self.ctx.judge_concurrency, rpm=model.rpm, tpm=model.tpm)
+        return ChatClient(url, model.model_id, api_key=model.api_key, gate=gate,
                           generation_config=model.generation_config, timeout=self.ctx.timeout,
                           retry=RetryPolicy(max_retries=self.ctx.max_retries),
                           concurrency=self.ctx.judge_concurrency,
                           max_response_bytes=self.ctx.max_response_bytes,
-                          wire=wire_api(model.eval_type),
-                          gate=self.ctx.judge_gate(model) if self.ctx.judge_gate else None)
+                          wire=wire_api(model.eval_type))
 
 
 def mock_judged(judge: JudgeConfig | None) -> bool:

@@ -52,7 +52,7 @@ class SimBehaviour:
     ``context_length_exceeded`` error, like a real endpoint. The hostile knobs
     (``malformed_body``, ``reply_bytes``, ``reply_gzip``, ``reply_chunked``,
     ``declared_length``, ``header_bytes``, ``redirect_to``, ``echo_key``) are described in
-    ``faults.py``.
+    ``faults.py``; a provider's limits (``rpm``, ``tpm``, ``max_in_flight``) in ``limits.py``.
     """
 
     accuracy: float = 1.0
@@ -76,8 +76,15 @@ class SimBehaviour:
     header_bytes: int = 0
     redirect_to: str | None = None
     echo_key: Literal["error", "reply"] | None = None
+    rpm: int | None = None
+    tpm: int | None = None
+    max_in_flight: int | None = None
 
     def __post_init__(self) -> None:
+        for name in ("rpm", "tpm", "max_in_flight"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive integer")
         rates = self._rates()
         if not 0.0 <= self.accuracy <= 1.0 or any(r < 0 for _, r in rates):
             raise ValueError("accuracy and failure rates must be in [0, 1]")

@@ -45,6 +45,7 @@ from groundscope.simulator.faults import (
     malformed_kind,
 )
 from groundscope.simulator.grounding import sim_responders
+from groundscope.simulator.limits import ProviderLimits, reserved
 from groundscope.simulator.oracle import (
     DISTRACTOR,
     GENERIC_ANSWER,
@@ -111,8 +112,8 @@ class SimulatorServer:
         self._counts: Counter[str] = Counter()
         self._attempts: dict[str, int] = {}
         self._lock = threading.Lock()
-        self._in_flight = 0  # chat requests being served now, and the most at once
-        self._peak_in_flight = 0
+        self.clock = time.monotonic  # the limits' clock (tests drive it by hand)
+        self.limits = ProviderLimits.of(self.behaviour, self.clock())
         self._runner: web.AppRunner | None = None
         self._closing: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
@@ -138,7 +139,6 @@ class SimulatorServer:
         with self._lock:
             counts = dict(self._counts)
             attempts = list(self._attempts.values())
-            peak = self._peak_in_flight
         return {
             "requests": counts.get("requests", 0),
             "completions": counts.get("status:200", 0) - counts.get("fault:malformed", 0),
@@ -146,7 +146,7 @@ class SimulatorServer:
             "by_fault": {k[6:]: v for k, v in counts.items() if k.startswith("fault:")},
             "keys": len(attempts),
             "max_attempt": max(attempts, default=0),
-            "peak_in_flight": peak,
+            **self.limits.stats(),  # 429s by limit (rpm / tpm / in flight), peak in flight
         }
 
     def reset(self) -> None:
@@ -156,7 +156,7 @@ class SimulatorServer:
             self._bodies.clear()
             self._counts.clear()
             self._attempts.clear()
-            self._peak_in_flight = self._in_flight
+        self.limits = ProviderLimits.of(self.behaviour, self.clock())
 
     def _record(self, request: web.Request, status: int, **fields: Any) -> None:
         headers = {str(k): v for k, v in request.headers.items()
@@ -186,16 +186,6 @@ class SimulatorServer:
         return await self._serve(RESPONSES, request)
 
     async def _serve(self, api: SimAPI, request: web.Request) -> web.StreamResponse:
-        with self._lock:
-            self._in_flight += 1
-            self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
-        try:
-            return await self._serve_one(api, request)
-        finally:
-            with self._lock:
-                self._in_flight -= 1
-
-    async def _serve_one(self, api: SimAPI, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()  # the latency counts from here: parsing is part of it
         raw = await request.read()
         try:
@@ -219,6 +209,20 @@ class SimulatorServer:
                          self.behaviour)
         info = {"key": key, "attempt": attempt, "model": chat["model"], "api": api.name,
                 "body": {**chat, "messages": stripped}}
+        limits = self.limits
+        refused = limits.enter(tokens, reserved(chat), self.clock())
+        if refused is not None:
+            self._record(request, 429, fault=f"rate_limit:{refused.kind}", **info)
+            return api.error(429, refused.message, refused.kind, "rate_limit_exceeded",
+                             headers=refused.headers)
+        try:
+            return await self._respond(api, request, req, tokens, info, started)
+        finally:
+            limits.leave(info.get("completion_tokens", 0))
+
+    async def _respond(self, api: SimAPI, request: web.Request, req: SimRequest, tokens: int,
+                       info: dict[str, Any], started: float) -> web.StreamResponse:
+        key, attempt = req.key, req.attempt
         delay = self.behaviour.latency_s(key, attempt) - (time.monotonic() - started)
         if delay > 0:
             await asyncio.sleep(delay)
@@ -246,10 +250,12 @@ class SimulatorServer:
                              "messages")
         reply = next(r for r in (f(req) for f in self.responders) if r is not None)
         self._record(request, 200, fault=fault, **info)
+        info["completion_tokens"] = max(1, -(-len(reply.content) // 4))
         if self.behaviour.echo_key == "reply":
             reply, model = echo_reply(reply, req.body["model"], credential_header(request))
             req = dataclasses.replace(req, body={**req.body, "model": model})
-        return json_response(api.reply(req, reply, tokens))
+        return json_response(api.reply(req, reply, tokens),
+                             headers=self.limits.headers(self.clock()))
 
     async def _hang(self, request: web.Request, info: dict[str, Any]) -> bool:
         """Hold the response for ``hang_s``; False if the server is stopping meanwhile.

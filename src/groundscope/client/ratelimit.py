@@ -1,0 +1,399 @@
+"""Provider rate limits, pure: header parsing, token buckets, adaptive concurrency.
+
+Nothing here does I/O or reads a clock: every call takes ``now`` (monotonic seconds) and,
+for HTTP dates, ``wall`` (epoch seconds), so tests drive time by hand. The async gate over
+it is ``client/gate.py`` (:class:`~groundscope.client.gate.RateGate`).
+
+Rate-limit headers are hostile input: every value is read within :data:`MAX_HEADER_CHARS`,
+must be finite and non-negative, and every pause they ask for is capped at
+:data:`MAX_PAUSE_S`. A value that fails any check is ignored, as if absent::
+
+    >>> parse_duration("6m0s"), parse_duration("1.5s"), parse_duration("644ms")
+    (360.0, 1.5, 0.644)
+    >>> parse_duration("-1s"), parse_duration("1e999"), parse_duration("soon")
+    (None, None, None)
+    >>> retry_after({"retry-after-ms": "250", "retry-after": "9"}, wall=0.0)
+    0.25
+
+A limiter keeps, per endpoint, a request bucket (``rpm``), a token bucket (``tpm``; a
+request is charged its estimate before sending, corrected from ``usage`` after), an
+in-flight limit cut by 0.7 on a 429 that grows back by one per ``limit`` successes
+(AIMD), no more requests than the last ``x-ratelimit-remaining-requests`` allows, and a
+pause every request waits out (``Retry-After``, ``retry-after-ms``,
+``x-ratelimit-reset-*``; a ``x-ratelimit-remaining-*`` of 0 pauses before the 429 comes).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+MAX_HEADER_CHARS = 64
+MAX_PAUSE_S = 120.0  # the OpenAI SDK's own bound on a Retry-After it honours
+IMAGE_TOKENS = 765  # an image at detail high/auto: 1024x1024 by OpenAI's tile formula
+LOW_DETAIL_TOKENS = 85
+AUDIO_TOKENS_PER_KB = 1  # audio: ~10 tokens a second; 16 kHz wav is 32 KB a second
+_MAX_COUNT = 10**12
+_TEXT_KEYS = frozenset({"text", "content", "system", "instructions", "input", "arguments"})
+_IMAGE_TYPES = frozenset({"image_url", "image", "input_image"})
+_OUTPUT_KEYS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)(h|ms|us|µs|ns|m|s))+")
+_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|us|µs|ns|m|s)")
+_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+# ---------------------------------------------------------------- headers
+
+
+def _short(value: object) -> str | None:
+    if not isinstance(value, str):
+        return None
+    value = value.strip()
+    return value if 0 < len(value) <= MAX_HEADER_CHARS else None
+
+
+def parse_seconds(value: object) -> float | None:
+    """A finite, non-negative number of seconds from a short string, else None."""
+    text = _short(value)
+    if text is None:
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def parse_duration(value: object) -> float | None:
+    """A Go-style duration (``6m0s``, ``1.5s``, ``644ms``, ``1h2m``) or plain seconds."""
+    plain = parse_seconds(value)
+    if plain is not None:
+        return plain
+    text = _short(value)
+    if text is None or not _DURATION.fullmatch(text):
+        return None
+    total = sum(float(n) * _UNIT[unit] for n, unit in _PART.findall(text))
+    return total if math.isfinite(total) else None
+
+
+def parse_count(value: object) -> int | None:
+    """A non-negative integer (a limit, a remaining count), else None."""
+    text = _short(value)
+    if text is None or not text.isascii() or not text.isdigit():
+        return None
+    count = int(text)
+    return count if count <= _MAX_COUNT else None
+
+
+def retry_after(headers: Mapping[str, str], wall: float) -> float | None:
+    """Seconds a reply asks to wait: ``retry-after-ms``, else ``retry-after`` as seconds or
+    as an HTTP date (the OpenAI and Anthropic SDKs' order); None if absent or invalid."""
+    ms = parse_seconds(headers.get("retry-after-ms"))
+    if ms is not None:
+        return ms / 1000.0
+    raw = headers.get("retry-after")
+    seconds = parse_seconds(raw)
+    if seconds is not None or _short(raw) is None:
+        return seconds
+    try:
+        when = email.utils.parsedate_to_datetime(str(raw).strip())
+    except (TypeError, ValueError, OverflowError, IndexError):
+        return None
+    try:
+        delta = when.timestamp() - wall
+    except (OverflowError, ValueError, OSError):
+        return None
+    return max(0.0, delta) if math.isfinite(delta) else None
+
+
+@dataclass(frozen=True, slots=True)
+class RateHeaders:
+    """What a reply says of the endpoint's limits (each None when absent or invalid)."""
+
+    retry_after: float | None = None
+    limit_requests: int | None = None
+    limit_tokens: int | None = None
+    remaining_requests: int | None = None
+    remaining_tokens: int | None = None
+    reset_requests: float | None = None
+    reset_tokens: float | None = None
+
+    @classmethod
+    def read(cls, headers: Mapping[str, str], wall: float) -> RateHeaders:
+        """The headers of one reply (lower-cased names), each parsed within bounds."""
+        x = "x-ratelimit-"
+        return cls(
+            retry_after=retry_after(headers, wall),
+            limit_requests=parse_count(headers.get(x + "limit-requests")),
+            limit_tokens=parse_count(headers.get(x + "limit-tokens")),
+            remaining_requests=parse_count(headers.get(x + "remaining-requests")),
+            remaining_tokens=parse_count(headers.get(x + "remaining-tokens")),
+            reset_requests=parse_duration(headers.get(x + "reset-requests")),
+            reset_tokens=parse_duration(headers.get(x + "reset-tokens")),
+        )
+
+    def _unit_wait(self, kind: str) -> float | None:
+        """Until one more request / a minute's share of tokens returns when ``kind`` is
+        exhausted (remaining 0): the reset, or less when the limit tells the refill rate."""
+        remaining = getattr(self, f"remaining_{kind}")
+        reset = getattr(self, f"reset_{kind}")
+        if remaining != 0 or reset is None:
+            return None
+        limit = getattr(self, f"limit_{kind}")
+        return min(reset, 60.0 / limit) if limit else reset
+
+    def pause(self, rate_limited: bool) -> float:
+        """Seconds the whole endpoint should wait (0: none), capped at MAX_PAUSE_S.
+
+        After a 429: ``Retry-After`` if given, else the reset of what ran out, else the
+        shorter reset given. After any other reply: only what ran out (remaining 0).
+        """
+        waits = [w for w in (self._unit_wait("requests"), self._unit_wait("tokens"))
+                 if w is not None]
+        if rate_limited and self.retry_after is not None:
+            wait = self.retry_after
+        elif waits:
+            wait = max(waits)
+        elif rate_limited:
+            resets = [r for r in (self.reset_requests, self.reset_tokens) if r is not None]
+            wait = min(resets, default=0.0)
+        else:
+            wait = 0.0
+        return min(wait, MAX_PAUSE_S)
+
+
+# ---------------------------------------------------------------- token estimate
+
+
+def _walk(node: Any, key: str, counts: list[int], depth: int) -> None:
+    if depth > 64:
+        return
+    if isinstance(node, str):
+        if key in _TEXT_KEYS:
+            counts[0] += len(node)
+        elif key == "data" and len(node) > 256:  # base64 audio (images are counted as parts)
+            counts[2] += len(node)
+        return
+    if isinstance(node, Mapping):
+        kind = node.get("type")
+        if kind in _IMAGE_TYPES:
+            inner = node.get("image_url")
+            detail = inner.get("detail") if isinstance(inner, Mapping) else node.get("detail")
+            counts[1] += LOW_DETAIL_TOKENS if detail == "low" else IMAGE_TOKENS
+            return
+        for k, v in node.items():
+            _walk(v, str(k), counts, depth + 1)
+    elif isinstance(node, list | tuple):
+        for v in node:
+            _walk(v, key, counts, depth + 1)
+
+
+def estimate_tokens(body: Mapping[str, Any]) -> int:
+    """The tokens a request body will be charged, as OpenAI counts TPM before sending: text
+    characters / 4, a per-image estimate (85 at ``detail: low``, else 765), audio by size,
+    plus the output reserved (``max_completion_tokens`` / ``max_tokens`` /
+    ``max_output_tokens``), times ``n``.
+
+    >>> estimate_tokens({"messages": [{"role": "user", "content": "x" * 400}], "max_tokens": 50})
+    150
+    """
+    counts = [0, 0, 0]
+    for k, v in body.items():
+        if k not in _OUTPUT_KEYS:
+            _walk(v, str(k), counts, 0)
+    prompt = math.ceil(counts[0] / 4) + counts[1] + AUDIO_TOKENS_PER_KB * (counts[2] // 1365)
+    reserved = next((v for k in _OUTPUT_KEYS if _is_count(v := body.get(k))), 0)
+    n = body.get("n")
+    copies = min(n, 128) if _is_count(n) and n >= 1 else 1
+    return min(copies * (prompt + int(reserved)), _MAX_COUNT)
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _MAX_COUNT
+
+
+# ---------------------------------------------------------------- the limiter
+
+
+class TokenBucket:
+    """``per_minute`` units a minute, refilled continuously, with a burst of ``burst_s``
+    seconds' worth (at least one unit). A cost larger than the burst is let through when
+    the bucket is full and leaves it in debt, so nothing waits forever; a cost over the
+    whole minute's limit is charged as the limit (:meth:`charge`)."""
+
+    def __init__(self, per_minute: float, burst_s: float = 1.0) -> None:
+        if not per_minute > 0 or not math.isfinite(per_minute):
+            raise ValueError("a rate limit must be a positive number per minute")
+        self.per_minute = per_minute
+        self.rate = per_minute / 60.0
+        self.capacity = max(self.rate * burst_s, 1.0)
+        self.level = self.capacity
+        self._stamp: float | None = None
+
+    def _refill(self, now: float) -> None:
+        if self._stamp is not None and now > self._stamp:
+            self.level = min(self.capacity, self.level + (now - self._stamp) * self.rate)
+        if self._stamp is None or now > self._stamp:
+            self._stamp = now
+
+    def charge(self, cost: float) -> float:
+        """What a request estimated at ``cost`` is charged: never more than a minute's limit."""
+        return min(max(cost, 0.0), self.per_minute)
+
+    def wait(self, cost: float, now: float) -> float:
+        """Seconds until a request of ``cost`` may go (0: now)."""
+        self._refill(now)
+        need = min(self.charge(cost), self.capacity)
+        wait = (need - self.level) / self.rate
+        return wait if wait > 1e-6 else 0.0  # float rounding: no microsecond spins
+
+    def take(self, cost: float, now: float) -> None:
+        self._refill(now)
+        self.level -= self.charge(cost)
+
+    def adjust(self, delta: float, now: float) -> None:
+        """Give back (``delta`` > 0) or charge more (< 0) once the real cost is known."""
+        self._refill(now)
+        self.level = min(self.capacity, self.level + delta)
+
+
+class AdaptiveLimit:
+    """The in-flight limit (AIMD): times :data:`DECREASE` on a 429 (not below 1), +1 after
+    ``limit`` successes, never above ``ceiling``. 429s of requests sent before the last
+    decrease do not lower it again (one burst of 429s is one signal).
+
+    A 429 with no hint of when to retry (no ``Retry-After``, no exhausted
+    ``x-ratelimit-*``) reads as a concurrency limit: a request refused with ``k`` in flight
+    caps the limit at ``k - 1`` and marks ``k`` as too many, and growing back to that mark
+    takes :data:`PROBE` times as many successes, so a steady endpoint is probed rarely.
+    A success with as many in flight clears the mark.
+    """
+
+    PROBE = 16
+    DECREASE = 0.7  # as TCP CUBIC's: a gentler cut than halving, for less lost throughput
+
+    def __init__(self, ceiling: int) -> None:
+        if ceiling < 1:
+            raise ValueError("concurrency must be >= 1")
+        self.ceiling = self.limit = self.lowest = ceiling
+        self.epoch = 0
+        self.too_many: int | None = None
+        self._credit = 0.0
+
+    def rate_limited(self, epoch: int, in_flight: int | None = None) -> None:
+        """A 429 on a request sent at ``epoch``; ``in_flight``: it went with that many in
+        flight and the reply gave no retry hint (a concurrency limit)."""
+        limit = self.limit
+        if epoch >= self.epoch:
+            limit = int(limit * self.DECREASE)
+            self.epoch += 1
+        if in_flight is not None:
+            limit = min(limit, in_flight - 1)
+            self.too_many = min(self.too_many or in_flight, in_flight)
+        self.limit = max(1, limit)
+        self.lowest = min(self.lowest, self.limit)
+        self._credit = 0.0
+
+    def succeeded(self, in_flight: int = 0) -> None:
+        if self.too_many is not None and in_flight >= self.too_many:
+            self.too_many = None
+        if self.limit >= self.ceiling:
+            return
+        probing = self.too_many is not None and self.limit + 1 >= self.too_many
+        self._credit += 1.0 / (self.limit * (self.PROBE if probing else 1))
+        if self._credit >= 1.0:
+            self._credit = 0.0
+            self.limit += 1
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    """One admitted request: the AIMD epoch it went out in, the tokens charged, and how
+    many requests were in flight with it (itself included)."""
+
+    epoch: int
+    tokens: float
+    in_flight: int = 1
+    seq: int = 0  # requests admitted before it
+
+
+class RateLimiter:
+    """One endpoint's limits: ``rpm`` / ``tpm`` buckets (None: unlimited), the adaptive
+    in-flight limit under ``concurrency``, and the pause the endpoint asked for (at most
+    ``max_pause``: the retry policy's ``max_delay``, so one setting caps both). When a
+    pause ends, one request goes first (``probing``) and the rest follow once one is
+    answered without a new pause, so the waiters do not meet the endpoint all at once."""
+
+    def __init__(self, concurrency: int, *, rpm: float | None = None,
+                 tpm: float | None = None, max_pause: float = MAX_PAUSE_S) -> None:
+        self.concurrency = AdaptiveLimit(concurrency)
+        self.max_pause = min(max(max_pause, 0.0), MAX_PAUSE_S)
+        self.requests = TokenBucket(rpm) if rpm else None
+        self.tokens = TokenBucket(tpm) if tpm else None
+        self.in_flight = 0
+        self.paused_until = 0.0
+        self.paused_s = 0.0
+        self.rate_limited = 0
+        self.probing = False  # after a pause: one request at a time until one goes through
+        self.allowance: int | None = None  # requests the endpoint said are left, less those sent
+        self.admitted = 0
+
+    def wait(self, tokens: float, now: float) -> float | None:
+        """Seconds until a request estimated at ``tokens`` may go: 0 now, None when it must
+        wait for a request in flight to finish (the in-flight limit is reached)."""
+        if now < self.paused_until:
+            return self.paused_until - now
+        if self.in_flight >= (1 if self.probing else self.concurrency.limit):
+            return None
+        if self.allowance is not None and self.allowance <= 0 and self.in_flight:
+            return None  # none left: wait for a reply to say how many are now
+        waits = [b.wait(cost, now) for b, cost in ((self.requests, 1.0), (self.tokens, tokens))
+                 if b is not None]
+        return max(waits, default=0.0)
+
+    def admit(self, tokens: float, now: float) -> Ticket:
+        charged = 0.0
+        if self.requests is not None:
+            self.requests.take(1.0, now)
+        if self.tokens is not None:
+            charged = self.tokens.charge(tokens)
+            self.tokens.take(tokens, now)
+        self.in_flight += 1
+        self.admitted += 1
+        if self.allowance is not None:
+            self.allowance -= 1
+        return Ticket(self.concurrency.epoch, charged, self.in_flight, self.admitted - 1)
+
+    def settle(self, ticket: Ticket, status: int | None, headers: RateHeaders,
+               used: int | None, now: float, *, rate_limit: bool = True) -> None:
+        """A request ended: ``status`` (None: no reply), its rate headers, the tokens its
+        ``usage`` reports. ``rate_limit=False`` for a 429 that is not one (a quota)."""
+        self.in_flight = max(0, self.in_flight - 1)
+        if headers.remaining_requests is not None:  # less those sent after this one
+            self.allowance = headers.remaining_requests - (self.admitted - ticket.seq - 1)
+        limited = status == 429 and rate_limit
+        pause = headers.pause(limited)
+        if limited:
+            self.rate_limited += 1
+            self.concurrency.rate_limited(ticket.epoch, None if pause else ticket.in_flight)
+        elif status == 200:
+            self.concurrency.succeeded(ticket.in_flight)
+        if self.tokens is not None and used is not None and status == 200:
+            self.tokens.adjust(ticket.tokens - self.tokens.charge(used), now)
+        self.pause_for(pause, now)
+        if pause or limited:
+            self.probing = True
+        elif status == 200:
+            self.probing = False
+
+    def pause_for(self, seconds: float, now: float) -> None:
+        """Every request waits until ``now + seconds``, at most ``max_pause`` (a longer pause
+        already set stands)."""
+        until = now + min(max(seconds, 0.0), self.max_pause)
+        if until > self.paused_until:
+            self.paused_s += until - max(now, self.paused_until)
+            self.paused_until = until

@@ -1,0 +1,411 @@
+"""Provider rate limits: the pure limiter (client/ratelimit.py), the gate (client/gate.py),
+the simulator's limits (simulator/limits.py) and the real client against them.
+
+No test sleeps or measures wall time: the gate and the simulator's limits share a
+:class:`FakeClock` whose ``sleep`` moves time forward, and the retry policy waits 0 s, so
+every wait a test sees is the gate's, in fake seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from tests.api_support import Scripted
+
+from groundscope.client.gate import Outcome, RateGate
+from groundscope.client.openai import ChatClient
+from groundscope.client.ratelimit import (
+    MAX_PAUSE_S,
+    AdaptiveLimit,
+    RateHeaders,
+    RateLimiter,
+    TokenBucket,
+    estimate_tokens,
+    parse_duration,
+)
+from groundscope.client.retry import RetryPolicy
+from groundscope.errors import ConfigError, ResponseError
+from groundscope.simulator import SimBehaviour, SimulatorServer
+from groundscope.types import Message
+
+CHAT_OK = {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+           "choices": [{"index": 0, "message": {"role": "assistant", "content": "fine"},
+                        "finish_reason": "stop"}],
+           "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}
+RATE_429 = {"error": {"message": "Rate limit reached for requests", "type": "requests",
+                      "param": None, "code": "rate_limit_exceeded"}}
+QUOTA_429 = {"error": {"message": "You exceeded your current quota, please check your plan.",
+                       "type": "insufficient_quota", "param": None, "code": "insufficient_quota"}}
+NO_WAIT = RetryPolicy(max_retries=20, base_delay=0.0, max_delay=0.0, jitter=0.0)
+
+
+class FakeClock:
+    """Monotonic time moved only by ``sleep`` (each sleeper wakes at its own deadline)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        deadline = self.now + seconds
+        await asyncio.sleep(0)
+        self.now = max(self.now, deadline)
+
+
+def ask(i: int) -> list[Message]:
+    return [Message("user", f"question {i}: " + "x" * 80)]
+
+
+# ---------------------------------------------------------------- pure parts
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("6m0s", 360.0), ("1s", 1.0), ("1.5s", 1.5), ("644ms", 0.644), ("9.816s", 9.816),
+    ("1h2m3s", 3723.0), ("12us", 12e-6), ("0", 0.0), ("20", 20.0), (" 2s ", 2.0),
+])
+def test_parse_duration_reads_go_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+def test_retry_after_ms_wins_then_seconds_then_http_date() -> None:
+    read = RateHeaders.read
+    assert read({"retry-after-ms": "1500", "retry-after": "9"}, 0.0).retry_after == 1.5
+    assert read({"retry-after": "7"}, 0.0).retry_after == 7.0
+    date = read({"retry-after": "Thu, 01 Jan 1970 00:01:40 GMT"}, 40.0)
+    assert date.retry_after == pytest.approx(60.0)
+
+
+def test_pause_after_a_429_prefers_retry_after_then_the_exhausted_reset() -> None:
+    h = RateHeaders.read({"retry-after": "3", "x-ratelimit-reset-requests": "20s",
+                          "x-ratelimit-remaining-requests": "0"}, 0.0)
+    assert h.pause(rate_limited=True) == 3.0
+    # no Retry-After: the exhausted kind's reset, shortened to one unit's refill (60 / limit)
+    h = RateHeaders.read({"x-ratelimit-limit-requests": "600", "x-ratelimit-remaining-requests":
+                          "0", "x-ratelimit-reset-requests": "59s"}, 0.0)
+    assert h.pause(rate_limited=True) == pytest.approx(0.1)
+    h = RateHeaders.read({"x-ratelimit-reset-tokens": "6m0s", "x-ratelimit-remaining-tokens": "0"},
+                         0.0)
+    assert h.pause(rate_limited=True) == MAX_PAUSE_S  # 6 minutes asked: capped
+
+
+def test_remaining_zero_pauses_before_any_429() -> None:
+    left = {"x-ratelimit-limit-requests": "60", "x-ratelimit-reset-requests": "30s"}
+    assert RateHeaders.read({**left, "x-ratelimit-remaining-requests": "5"}, 0.0).pause(False) == 0
+    spent = RateHeaders.read({**left, "x-ratelimit-remaining-requests": "0"}, 0.0)
+    assert spent.pause(rate_limited=False) == pytest.approx(1.0)
+
+
+def test_estimate_counts_text_images_and_the_output_reserved() -> None:
+    png = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 100_000}}
+    low = {"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low"}}
+    body = {"model": "m", "max_completion_tokens": 100,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "x" * 400}, png, low]}]}
+    assert estimate_tokens(body) == 100 + 765 + 85 + 100
+    assert estimate_tokens({**body, "n": 3}) == 3 * (100 + 765 + 85 + 100)
+    anthropic = {"model": "m", "max_tokens": 10, "system": "s" * 40, "messages": [{"role": "user",
+                 "content": [{"type": "image", "source": {"type": "base64", "data": "A" * 9000}}]}]}
+    assert estimate_tokens(anthropic) == 10 + 765 + 10
+
+
+def test_bucket_rate_and_an_estimate_over_the_limit_never_deadlocks() -> None:
+    bucket = TokenBucket(600)  # 10 a second, a burst of one second
+    t = 0.0
+    for _ in range(10):
+        assert bucket.wait(1, t) == 0
+        bucket.take(1, t)
+    assert bucket.wait(1, t) == pytest.approx(0.1)
+    tokens = TokenBucket(6000)  # 100 tokens a second
+    assert tokens.wait(10**9, 0.0) == 0  # more than a minute's limit: let through when full...
+    tokens.take(10**9, 0.0)
+    assert tokens.level == pytest.approx(100 - 6000)  # ...charged as the minute's limit
+    assert tokens.wait(1, 0.0) == pytest.approx(59.01)
+
+
+def test_aimd_cuts_once_per_burst_and_grows_back_slowly() -> None:
+    limit = AdaptiveLimit(16)
+    limit.rate_limited(epoch=0)
+    assert limit.limit == 11  # 16 x 0.7
+    limit.rate_limited(epoch=0)  # sent before the decrease: the same signal, no second cut
+    assert limit.limit == 11
+    cuts = []
+    for _ in range(4):
+        limit.rate_limited(limit.epoch)
+        cuts.append(limit.limit)
+    assert cuts == [7, 4, 2, 1] and limit.lowest == 1
+    limit.rate_limited(limit.epoch)
+    assert limit.limit == 1  # never below 1
+    grown = []
+    for _ in range(1 + 2 + 3):
+        limit.succeeded()
+        grown.append(limit.limit)
+    assert grown == [2, 2, 3, 3, 3, 4]  # +1 per `limit` successes
+
+
+def test_aimd_concurrency_limit_without_hints_is_probed_rarely() -> None:
+    limit = AdaptiveLimit(32)
+    limit.rate_limited(epoch=0, in_flight=5)  # refused with 5 in flight, no retry hint
+    assert limit.limit == 4 and limit.too_many == 5
+    for _ in range(4 * AdaptiveLimit.PROBE - 1):
+        limit.succeeded(in_flight=4)
+    assert limit.limit == 4
+    limit.succeeded(in_flight=4)
+    assert limit.limit == 5
+    limit.succeeded(in_flight=5)  # 5 in flight went through: the mark is stale
+    assert limit.too_many is None
+
+
+def test_limiter_pause_holds_new_requests_and_usage_corrects_tokens() -> None:
+    lim = RateLimiter(4, tpm=6000)
+    ticket = lim.admit(1000, 0.0)
+    assert lim.tokens is not None and lim.tokens.level == pytest.approx(-900)
+    lim.settle(ticket, 200, RateHeaders(), used=100, now=0.0)
+    assert lim.tokens.level == pytest.approx(0.0)  # 900 estimated too many: given back
+    lim.settle(lim.admit(1, 0.0), 429, RateHeaders(retry_after=5.0), None, 0.0)
+    assert lim.wait(1, 1.0) == pytest.approx(4.0)
+    assert lim.paused_s == pytest.approx(5.0)
+
+
+# ---------------------------------------------------------------- the gate
+
+
+async def test_a_pause_holds_every_waiter_until_it_ends() -> None:
+    clock = FakeClock()
+    gate = RateGate(16, clock=clock, sleep=clock.sleep)
+    first = await gate.acquire(10)
+    others = [await gate.acquire(10) for _ in range(2)]
+    await gate.release(first, Outcome(429, {"retry-after": "5"}))
+    for lease in others:  # answered meanwhile: no probing, only the pause holds them
+        await gate.release(lease, Outcome(200, {}, tokens=5))
+    admitted: list[float] = []
+
+    async def wait_in_line() -> None:
+        await gate.acquire(10)
+        admitted.append(clock.now)
+
+    await asyncio.gather(*(wait_in_line() for _ in range(4)))
+    assert admitted == [1005.0] * 4  # every waiter, not only the one that got the 429
+    assert len(clock.sleeps) == 4 and gate.stats.paused_s == 5.0
+    assert gate.stats.rate_limited == 1 and gate.stats.in_flight == 4
+
+
+async def test_in_flight_limit_waits_for_a_release() -> None:
+    gate = RateGate(2)
+    a, b = await gate.acquire(1), await gate.acquire(1)
+    third = asyncio.ensure_future(gate.acquire(1))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not third.done() and gate.stats.in_flight == 2
+    await gate.release(a, Outcome(200))
+    await third
+    assert gate.stats.in_flight == 2
+    await gate.release(b, Outcome(200))
+
+
+async def test_rpm_gate_spaces_requests_at_the_limit() -> None:
+    clock = FakeClock()
+    gate = RateGate(100, rpm=120, clock=clock, sleep=clock.sleep)  # 2 a second, burst 2
+    for _ in range(12):
+        await gate.release(await gate.acquire(1), Outcome(200))
+    assert clock.now - 1000.0 == pytest.approx(5.0)  # 12 = 2 at once + 10 at 2 a second
+
+
+# ---------------------------------------------------------------- against the simulator
+
+
+def _client(url: str, clock: FakeClock, concurrency: int = 8, **limits: int) -> ChatClient:
+    gate = RateGate(concurrency, clock=clock, sleep=clock.sleep, **limits)
+    return ChatClient(url, "m", concurrency=concurrency, retry=NO_WAIT, gate=gate)
+
+
+async def _run(sim: SimulatorServer, client: ChatClient, n: int) -> None:
+    async with client:
+        replies = await asyncio.gather(*(client.complete(ask(i)) for i in range(n)))
+    assert len(replies) == n
+
+
+async def test_simulator_rpm_limit_pauses_the_client_until_it_refills() -> None:
+    clock = FakeClock()
+    sim = SimulatorServer(behaviour=SimBehaviour(rpm=6))
+    sim.clock = clock
+    sim.reset()  # its limits now start at the fake clock
+    async with sim:
+        client = _client(sim.base_url, clock)
+        await _run(sim, client, 10)
+    stats = sim.stats()
+    refused = stats["rate_limited"].get("requests", 0)
+    assert 1 <= refused <= 2  # only the first wave over the limit, no retry storm
+    assert stats["by_status"] == {"200": 10, "429": refused}
+    assert client.gate.stats.rate_limited == refused == client.gate.stats.retries
+    assert clock.now - 1000.0 >= (10 - 6) * 10.0 - 1e-6  # waited for 4 refills of 10 s
+
+
+async def test_simulator_tpm_limit_and_a_client_that_keeps_it() -> None:
+    clock = FakeClock()
+    sim = SimulatorServer(behaviour=SimBehaviour(tpm=300))
+    sim.clock = clock
+    sim.reset()
+    async with sim:
+        await _run(sim, _client(sim.base_url, clock), 12)  # no tpm known: 429s, then pauses
+        assert sim.stats()["rate_limited"].get("tokens", 0) >= 1
+        sim.reset()
+        kept = _client(sim.base_url, clock, tpm=300)
+        await _run(sim, kept, 12)
+    assert sim.stats()["rate_limited"] == {} and kept.gate.stats.rate_limited == 0
+
+
+async def test_simulator_in_flight_limit_lowers_the_clients_limit() -> None:
+    clock = FakeClock()
+    sim = SimulatorServer(behaviour=SimBehaviour(max_in_flight=2, latency_ms=20))
+    async with sim:
+        client = _client(sim.base_url, clock, concurrency=16)
+        await _run(sim, client, 40)
+    stats = sim.stats()
+    assert stats["peak_in_flight"] == 2
+    assert stats["rate_limited"]["in_flight"] == client.gate.stats.rate_limited
+    assert client.gate.stats.lowest_limit is not None and client.gate.stats.lowest_limit <= 2
+    assert client.gate.stats.rate_limited < 40  # fewer 429s than requests: it learned
+
+
+async def test_simulator_rate_limit_headers_are_openais() -> None:
+    sim = SimulatorServer(behaviour=SimBehaviour(rpm=1, tpm=100_000))
+    clock = FakeClock()  # the client's pause (remaining 0) passes in fake time; the sim's does not
+    async with sim as url:
+        gate = RateGate(8, clock=clock, sleep=clock.sleep)
+        client = ChatClient(url, "m", retry=RetryPolicy(max_retries=0), gate=gate)
+        seen: list[Outcome] = []
+        release = client.gate.release
+
+        async def spy(lease: object, outcome: Outcome) -> None:
+            seen.append(outcome)
+            await release(lease, outcome)
+
+        client.gate.release = spy  # type: ignore[method-assign]
+        async with client:
+            await client.complete(ask(0))
+            with pytest.raises(Exception, match="Rate limit reached for requests"):
+                await client.complete(ask(1))
+    ok, limited = seen[0].headers, seen[1].headers
+    assert ok["x-ratelimit-limit-requests"] == "1" and ok["x-ratelimit-remaining-requests"] == "0"
+    assert ok["x-ratelimit-limit-tokens"] == "100000"
+    assert parse_duration(ok["x-ratelimit-reset-requests"]) is not None
+    assert int(limited["retry-after"]) >= 1 and int(limited["retry-after-ms"]) >= 1
+    assert seen[1].status == 429 and clock.sleeps == [60.0]  # paused for remaining 0
+
+
+# ---------------------------------------------------------------- header forms, quota
+
+
+@pytest.mark.parametrize(("headers", "pause"), [
+    ({"Retry-After": "7"}, 7.0),
+    ({"retry-after-ms": "2500", "Retry-After": "9"}, 2.5),
+    ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1m30s"}, 90.0),
+    ({"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "644ms"}, 0.644),
+])
+async def test_each_retry_hint_pauses_the_endpoint(headers: dict[str, str], pause: float) -> None:
+    clock = FakeClock()
+    with Scripted([(429, RATE_429, headers), (200, CHAT_OK, {})]) as url:
+        client = _client(url, clock)
+        async with client:
+            await client.complete(ask(0))
+    assert client.gate.stats.paused_s == pytest.approx(pause)
+    assert clock.now - 1000.0 == pytest.approx(pause)  # the retry went out after the pause
+
+
+async def test_insufficient_quota_is_one_clear_error_never_retried() -> None:
+    server = Scripted([(429, QUOTA_429, {"retry-after": "1"})])
+    with server as url:
+        client = ChatClient(url, "m", retry=NO_WAIT)
+        async with client:
+            with pytest.raises(ResponseError) as first:
+                await client.complete(ask(0))
+            with pytest.raises(ResponseError) as second:
+                await client.complete(ask(1))
+    assert first.value.kind == second.value.kind == "insufficient_quota"
+    assert "quota" in str(first.value) and first.value.attempts == 1
+    assert client.gate.stats.rate_limited == 0 and client.gate.stats.paused_s == 0
+    assert client.gate.stats.retries == 0 and len(server.seen) == 1  # the second: unsent
+
+
+# ---------------------------------------------------------------- a run, config, CLI
+
+
+def test_a_run_reports_rate_limits_per_endpoint(tmp_path: Path) -> None:
+    """The model's and a judge's figures land in summary.rate_limits of the JSON report."""
+    from cli_support import EXAMPLES, dataset_samples
+    from groundscope import run_task
+    from groundscope.rescore import rebuild_report
+    from groundscope.simulator.judge import JudgeResponder
+
+    args = {"general_vqa": {"local_path": str(EXAMPLES / "vqa"), "subset_list": ["example_openai"]}}
+    model = SimulatorServer(dataset_samples("general_vqa", args),
+                            SimBehaviour(accuracy=1.0, latency_ms=20, max_in_flight=1))
+    judges = SimulatorServer(responders=[JudgeResponder()])
+    with model as model_url, judges as judge_url:
+        report = run_task({"model": "m", "api_url": model_url, "datasets": ["general_vqa"],
+                           "dataset_args": args, "work_dir": str(tmp_path), "eval_batch_size": 8,
+                           "retry_base_delay": 0.0, "judge": {"strategy": "llm", "models": [
+                               {"model_id": "j", "api_url": judge_url, "rpm": 6000}]}})
+    figures = report.dataset("general_vqa").summary.rate_limits
+    refused = model.stats()["by_status"].get("429", 0)
+    assert refused >= 1 and figures["model"].rate_limited == refused
+    assert figures["model"].retries == refused and figures["model"].lowest_limit < 8
+    assert figures["judge:j"].model_dump() == {"rate_limited": 0, "retries": 0,
+                                               "lowest_limit": 8, "paused_s": 0.0}
+    saved = json.loads(next(Path(report.run_dir).rglob("general_vqa.groundscope.json")).read_text())
+    assert saved["summary"]["rate_limits"] == {k: v.model_dump() for k, v in figures.items()}
+    rebuilt = rebuild_report(Path(report.run_dir))  # `groundscope report`: the same figures
+    assert rebuilt.dataset("general_vqa").summary.rate_limits == figures
+
+
+def test_rpm_and_tpm_settings_are_bounded(tmp_path: Path) -> None:
+    from cli_support import run_cli
+    from groundscope.config import load_config
+
+    base = {"model": "m", "api_url": "http://127.0.0.1:9/v1", "datasets": ["general_vqa"]}
+    cfg = load_config({**base, "rpm": 500, "tpm": 30_000, "judge": {"models": [
+        {"model_id": "j", "api_url": "http://127.0.0.1:9/v1", "rpm": 60, "tpm": 1000}]}})
+    assert (cfg.rpm, cfg.tpm) == (500, 30_000) and cfg.judge is not None
+    assert (cfg.judge.models[0].rpm, cfg.judge.models[0].tpm) == (60, 1000)
+    with pytest.raises(ConfigError, match=r"judge\.models\[0\]\.tpm"):
+        load_config({**base, "judge": {"models": [{"model_id": "j", "api_url": "http://h/v1",
+                                                   "tpm": 0}]}})
+    proc = run_cli("eval", "--datasets", "general_vqa", "--eval-type", "mock", "--rpm", "0",
+                   cwd=tmp_path)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "rpm" in proc.stderr
+    proc = run_cli("simulate", "--datasets", "general_vqa", "--max-in-flight", "0", cwd=tmp_path)
+    assert proc.returncode == 2 and "max_in_flight" in proc.stderr
+
+
+def test_remaining_requests_caps_what_is_sent_until_the_next_reply() -> None:
+    lim = RateLimiter(16)
+    first = lim.admit(1, 0.0)
+    later = [lim.admit(1, 0.0) for _ in range(2)]  # sent after `first`: not in its count
+    lim.settle(first, 200, RateHeaders(remaining_requests=3), None, 0.0)
+    assert lim.allowance == 1
+    fourth = lim.admit(1, 0.0)
+    assert lim.wait(1, 0.0) is None  # none left while replies are pending
+    for t in later:
+        lim.settle(t, 200, RateHeaders(), None, 0.0)
+    assert lim.wait(1, 0.0) is None
+    lim.settle(fourth, 200, RateHeaders(), None, 0.0)
+    assert lim.wait(1, 0.0) == 0  # nothing in flight: one goes to learn the new count
+
+
+async def test_retry_max_delay_caps_a_pause_too() -> None:
+    clock = FakeClock()
+    with Scripted([(429, RATE_429, {"retry-after": "50"}), (200, CHAT_OK, {})]) as url:
+        gate = RateGate(4, max_pause=2.0, clock=clock, sleep=clock.sleep)
+        client = ChatClient(url, "m", retry=NO_WAIT, gate=gate)
+        async with client:
+            await client.complete(ask(0))
+    assert clock.now - 1000.0 == 2.0 and gate.stats.paused_s == 2.0
+    default = ChatClient(url, "m", retry=RetryPolicy(max_delay=3.0))
+    assert isinstance(default.gate, RateGate) and default.gate.limiter.max_pause == 3.0
