@@ -78,9 +78,9 @@ class Runner:
         self.datasets = [plan_dataset(cfg, name, self.scoring) for name in cfg.datasets]
         check_subset_files((run.name, subset) for run in self.datasets for subset in run.subsets)
         self._media_roots = run_media_roots(cfg)  # a bad --media-root: before a run directory
-        if cfg.executor == "ray":  # Ray installed, keys as $NAME: before a run directory
-            require_ray()
+        if cfg.executor == "ray":  # keys as $NAME, then Ray installed: before a run directory
             shipped_config(cfg)
+            require_ray()
         if cfg.use_cache:
             self.store = RunStore.open(cfg.use_cache, cfg.model_name,
                                        legacy_model=cfg.model_id or cfg.model)
