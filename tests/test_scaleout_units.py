@@ -15,9 +15,11 @@ from groundscope.cli import main
 from groundscope.client.gate import GateStats, Outcome
 from groundscope.config import load_config
 from groundscope.errors import ConfigError
+from groundscope.live import LiveView
 from groundscope.scaleout import session, shipping
 from groundscope.scaleout.gatekeeper import GateKeeper, RemoteGate, WorkerGone
 from groundscope.scaleout.worker import gate_limits
+from groundscope.scoring import ScoringContext
 from groundscope.simulator import SimulatorServer
 from reliability_support import eval_args, samples_of, write_dataset
 
@@ -156,6 +158,20 @@ async def test_the_drivers_view_shows_the_endpoint_across_workers() -> None:
     assert (view.stats.retries, view.stats.rate_limited, view.stats.in_flight) == (2, 1, 1)
     assert view.stats.lowest_limit == 1  # 1 in flight refused: a concurrency limit
     await w1.release(held, _outcome(200))
+
+
+async def test_the_live_view_of_a_ray_run_shows_the_gate_actors() -> None:
+    """A Ray run's driver has no client: the live view reads its views of the gate actors."""
+    actors = {"model": FakeActor(GateKeeper(4)), "judge:j": FakeActor(GateKeeper(3))}
+    workers = {n: RemoteGate(a, "w0", 4) for n, a in actors.items()}
+    held = await workers["model"].acquire(5)
+    await workers["judge:j"].release(await workers["judge:j"].acquire(5), _outcome(429))
+    views = {n: RemoteGate(a, "driver", 0) for n, a in actors.items()}
+    for view in views.values():
+        await view.refresh()
+    live = LiveView([], ScoringContext(gates=dict(views)), {})
+    assert "in flight 1/4, judges 0/1 | retries 0, 429s 1" in live.status()
+    await workers["model"].release(held, _outcome(200))
 
 
 def _outcome(status: int) -> Outcome:
