@@ -227,6 +227,44 @@ def test_a_429_with_retry_after_pauses_every_worker(ray_address: str, data: Path
     assert len([t for t in server.arrived if t >= server.limited_at + pause]) > 10  # went on
 
 
+class ArrivalSimulator(SimulatorServer):
+    """Records each chat request's arrival time."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.arrived: list[float] = []
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        self.arrived.append(time.monotonic())
+        return await super()._chat(request)
+
+
+def test_rpm_holds_across_workers_as_in_one_process(ray_address: str, data: Path,
+                                                      samples: list, tmp_path: Path) -> None:
+    """A provider at 600 rpm with one second's requests left (as mid-minute), --rpm 600 and
+    2 workers: the workers share one request bucket, so the 60 requests take >= 5 s, the
+    provider answers (almost) no 429, and summary.rate_limits names the endpoint."""
+    rpm = 600
+    server = ArrivalSimulator(samples, SimBehaviour(accuracy=0.7, seed=5, latency_ms=15,
+                                                    rpm=rpm))
+    url = server.start()
+    assert server.limits.requests is not None
+    server.limits.requests.level = rpm / 60  # what a provider has left a second into a busy minute
+    try:
+        report = run_task(task(url, data, tmp_path / "run", executor="ray", workers=2, rpm=rpm))
+        stats = server.stats()
+    finally:
+        server.stop()
+    assert_exactly_once(tmp_path / "run", {s.id for s in samples})
+    refused = sum(stats["rate_limited"].values())
+    assert refused <= 2
+    span = server.arrived[-1] - server.arrived[0]
+    assert span >= (len(server.arrived) - rpm / 60) / (rpm / 60) - 0.5  # paced, across workers
+    figures = report.dataset("general_vqa").summary.rate_limits
+    assert set(figures) == {"model"} and figures["model"].rate_limited == refused
+    assert figures["model"].lowest_limit >= 1
+
+
 def test_a_killed_driver_resumes_on_ray_and_repeats_no_finished_sample(
         ray_address: str, data: Path, samples: list, tmp_path: Path) -> None:
     from reliability_support import GatedSimulator

@@ -1,5 +1,6 @@
 """The parts of ``--executor ray`` that need no Ray: the endpoint gate's state
-(``GateKeeper``), the config shipped to workers (keys as ``$NAME`` only), the one-line error
+(``GateKeeper``: the local run's rate limiter, shared by workers; time is a fake clock), the
+config shipped to workers (keys as ``$NAME`` only), the one-line error
 without Ray, Ray's temp dir."""
 
 from __future__ import annotations
@@ -11,10 +12,14 @@ from pathlib import Path
 import pytest
 
 from groundscope.cli import main
+from groundscope.client.gate import GateStats, Outcome
 from groundscope.config import load_config
 from groundscope.errors import ConfigError
+from groundscope.live import LiveView
 from groundscope.scaleout import session, shipping
-from groundscope.scaleout.gatekeeper import GateKeeper, WorkerGone, pause_of
+from groundscope.scaleout.gatekeeper import GateKeeper, RemoteGate, WorkerGone
+from groundscope.scaleout.worker import gate_limits
+from groundscope.scoring import ScoringContext
 from groundscope.simulator import SimulatorServer
 from reliability_support import eval_args, samples_of, write_dataset
 
@@ -50,18 +55,136 @@ async def test_a_dead_workers_waiter_passes_its_wake_up_on() -> None:
         await dead
 
 
+class FakeClock:
+    """Monotonic time moved only by ``sleep`` (each sleeper wakes at its own deadline)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        deadline = self.now + seconds
+        await asyncio.sleep(0)
+        self.now = max(self.now, deadline)
+
+
+def keeper(limit: int, clock: FakeClock, **limits: float) -> GateKeeper:
+    return GateKeeper(limit, clock=clock, wall=clock, sleep=clock.sleep, **limits)
+
+
 async def test_a_429_retry_after_pauses_every_acquire() -> None:
-    gate = GateKeeper(4)
+    clock = FakeClock()
+    gate = keeper(4, clock)
     lease = await gate.acquire("w0")
     await gate.release(lease, 429, {"retry-after": "30"})
-    blocked = asyncio.create_task(gate.acquire("w1"))
-    await asyncio.sleep(0.05)
-    assert not blocked.done()  # a free slot, but the endpoint asked everyone to wait
-    blocked.cancel()
+    await gate.release(await gate.acquire("w1"), 200)  # a free slot, but everyone waited
+    assert clock.now == 1030.0
     snap = await gate.snapshot()
-    assert (snap["rate_limited"], snap["pauses"], snap["in_flight"]) == (1, 1, 0)
-    assert pause_of({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
-    assert pause_of({"retry-after": "soon"}) is None
+    assert (snap["rate_limited"], snap["paused_s"], snap["in_flight"]) == (1, 30.0, 0)
+
+
+async def test_rpm_holds_across_two_workers() -> None:
+    clock = FakeClock()
+    gate = keeper(8, clock, rpm=60)  # one a second, a burst of one
+    admitted: list[float] = []
+
+    async def worker(name: str) -> None:
+        for _ in range(6):
+            lease = await gate.acquire(name, 10)
+            admitted.append(clock.now)
+            await gate.release(lease, 200)
+
+    await asyncio.gather(worker("w0"), worker("w1"))
+    assert admitted == [1000.0 + i for i in range(12)]  # one a second, whoever asks
+
+
+async def test_x_ratelimit_reset_requests_pauses_every_worker() -> None:
+    clock = FakeClock()
+    gate = keeper(8, clock)
+    first, other = await gate.acquire("w0"), await gate.acquire("w1")
+    await gate.release(first, 429, {"x-ratelimit-reset-requests": "7s",
+                                    "x-ratelimit-remaining-requests": "0"})
+    await gate.release(other, 200)
+    for worker in ("w1", "w0"):  # neither the worker that got the 429 nor the other goes early
+        await gate.release(await gate.acquire(worker), 200)
+        assert clock.now == 1007.0
+    assert gate.stats.paused_s == 7.0
+
+
+async def test_a_429_lowers_the_limit_for_every_worker() -> None:
+    """AIMD across workers: a 429 of w1's (no retry hint, sent with 10 in flight) cuts the
+    shared limit to 7, so w1 waits until fewer than 7 are in flight, whoever holds them."""
+    gate = GateKeeper(10)
+    held = {w: [await gate.acquire(w) for _ in range(5)] for w in ("w0", "w1")}
+    await gate.release(held["w1"].pop(), 429, {})
+    assert gate.stats.limit == 7 and gate.stats.lowest_limit == 7
+    await gate.release(held["w0"].pop(), 200)  # 8 in flight
+    waiting = asyncio.create_task(gate.acquire("w1"))
+    for _ in range(2):  # 8, then 7 in flight: over the cut limit
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not waiting.done()
+        await gate.release(held["w0"].pop(), 200)
+    await asyncio.wait_for(waiting, 5)  # 6 in flight: under it
+    assert gate.stats.rate_limited == 1 and gate.stats.in_flight == 7
+
+
+class _Method:
+    def __init__(self, fn: object) -> None:
+        self.remote = fn
+
+
+class FakeActor:
+    """A GateKeeper called as a Ray actor handle is (``handle.method.remote(...)``)."""
+
+    def __init__(self, keeper: GateKeeper) -> None:
+        for name in ("acquire", "release", "gate_stats"):
+            setattr(self, name, _Method(getattr(keeper, name)))
+
+
+async def test_the_drivers_view_shows_the_endpoint_across_workers() -> None:
+    """Each worker's retries and 429s reach the actor; the driver's view reads them all."""
+    clock = FakeClock()
+    actor = FakeActor(keeper(4, clock))
+    w0, w1, view = (RemoteGate(actor, w, 4) for w in ("w0", "w1", "driver"))
+    w0.stats.retries += 2  # as the client counts them
+    await w0.release(await w0.acquire(5), _outcome(429))
+    await w1.release(await w1.acquire(5), _outcome(200))
+    held = await w1.acquire(5)
+    await view.refresh()
+    assert isinstance(view.stats, GateStats)
+    assert (view.stats.retries, view.stats.rate_limited, view.stats.in_flight) == (2, 1, 1)
+    assert view.stats.lowest_limit == 1  # 1 in flight refused: a concurrency limit
+    await w1.release(held, _outcome(200))
+
+
+async def test_the_live_view_of_a_ray_run_shows_the_gate_actors() -> None:
+    """A Ray run's driver has no client: the live view reads its views of the gate actors."""
+    actors = {"model": FakeActor(GateKeeper(4)), "judge:j": FakeActor(GateKeeper(3))}
+    workers = {n: RemoteGate(a, "w0", 4) for n, a in actors.items()}
+    held = await workers["model"].acquire(5)
+    await workers["judge:j"].release(await workers["judge:j"].acquire(5), _outcome(429))
+    views = {n: RemoteGate(a, "driver", 0) for n, a in actors.items()}
+    for view in views.values():
+        await view.refresh()
+    live = LiveView([], ScoringContext(gates=dict(views)), {})
+    assert "in flight 1/4, judges 0/1 | retries 0, 429s 1" in live.status()
+    await workers["model"].release(held, _outcome(200))
+
+
+def _outcome(status: int) -> Outcome:
+    return Outcome(status, {})
+
+
+def test_gates_are_named_and_limited_as_a_local_runs() -> None:
+    cfg = load_config(_cfg(rpm=120, tpm=9000, eval_batch_size=6, judge_concurrency=3, judge={
+        "models": [{"model_id": "j1", "api_url": "http://127.0.0.1:9/v1", "rpm": 30},
+                   {"model_id": "j2", "api_url": "http://127.0.0.1:9/v1", "tpm": 500}]}))
+    specs = {s.name: (s.limit, s.rpm, s.tpm) for s in gate_limits(cfg).values()}
+    assert specs == {"model": (6, 120, 9000), "judge:j1": (3, 30, None),
+                     "judge:j2": (3, None, 500)}
 
 
 def _cfg(**extra: object) -> dict:

@@ -57,7 +57,8 @@ class LiveView:
 
     def _gates(self) -> tuple[list[GateStats], list[GateStats]]:
         """The counters of the model's gate and of the judges' gates, each gate once (judge
-        clients of one endpoint share its gate)."""
+        clients of one endpoint share its gate). A Ray run has no client here: its gates are
+        the driver's views of the gate actors, refreshed every second."""
         seen: set[int] = set()
 
         def once(gates: list[Gate]) -> list[GateStats]:
@@ -65,8 +66,11 @@ class LiveView:
             seen.update(id(g) for g in fresh)
             return [g.stats for g in fresh]
 
-        model = once([self.client.gate] if self.client is not None else [])
-        judges = once([c.gate for c in self.scoring.judge_clients])
+        gates = self.scoring.gates  # a Ray run's: the driver's views of the shared gates
+        model = once([self.client.gate] if self.client is not None else
+                     [g for name, g in gates.items() if name == "model"])
+        judges = once([c.gate for c in self.scoring.judge_clients] +
+                      [g for name, g in gates.items() if name != "model"])
         return model, judges
 
     def status(self) -> str:

@@ -11,8 +11,9 @@ after a 429, pause the endpoint for a ``Retry-After`` and correct its token esti
 event loop at a time): ``rpm`` / ``tpm`` buckets, an adaptive in-flight limit and pauses,
 kept by ``client/ratelimit.py``'s pure :class:`~groundscope.client.ratelimit.RateLimiter`.
 :class:`LocalGate` is a plain semaphore. A distributed executor plugs in a gate whose state
-lives elsewhere, behind the same two calls. :class:`GateStats` is what a gate shows of
-itself (progress display, summary).
+lives elsewhere, behind the same two calls: a Ray run's ``scaleout/gatekeeper.py`` keeps one
+:class:`RateGate` per endpoint in an actor every worker asks, so the limits are one logic.
+:class:`GateStats` is what a gate shows of itself (progress display, summary).
 """
 
 from __future__ import annotations
@@ -160,6 +161,14 @@ class RateGate:
         return self._changed
 
     async def acquire(self, tokens: int) -> Lease:
+        ticket = await self.admit(tokens)
+        assert ticket is not None
+        return ticket
+
+    async def admit(self, tokens: int, gone: Callable[[], bool] | None = None) -> Ticket | None:
+        """Wait until a request estimated at ``tokens`` may go and admit it; None (nothing
+        admitted) once ``gone()`` turns true while waiting: the asker is no more (a dead
+        Ray worker, ``scaleout/gatekeeper.py``, whose gate is this one shared by all)."""
         changed = self._condition()
         bucket = self.limiter.tokens
         if bucket is not None and tokens > bucket.per_minute and not self._warned:
@@ -168,6 +177,8 @@ class RateGate:
                         "counted as %g (the endpoint may refuse it as too large)",
                         tokens, bucket.per_minute, bucket.per_minute)
         while True:
+            if gone is not None and gone():
+                return None
             wait = self.limiter.wait(tokens, self._clock())
             if wait == 0:
                 break
@@ -186,6 +197,10 @@ class RateGate:
         self.limiter.settle(lease, outcome.status, headers, outcome.tokens, self._clock(),
                             rate_limit=outcome.kind not in QUOTA_KINDS)
         self._show()
+        await self.wake()
+
+    async def wake(self) -> None:
+        """Every waiter looks again (a release does this; so does a dead worker's end)."""
         changed = self._condition()
         async with changed:
             changed.notify_all()

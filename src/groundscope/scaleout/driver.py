@@ -29,7 +29,7 @@ from groundscope.config import TaskConfig
 from groundscope.errors import GroundscopeError
 from groundscope.pipeline import Predicted, Saved, Scored
 from groundscope.plan import Item
-from groundscope.scaleout.gatekeeper import GateKeeper
+from groundscope.scaleout.gatekeeper import GateKeeper, RemoteGate
 from groundscope.scaleout.session import NAMESPACE, start_session
 from groundscope.scaleout.shipping import shipped_config
 from groundscope.scaleout.worker import (
@@ -53,6 +53,7 @@ log = logging.getLogger("groundscope")
 CHUNKS_PER_WORKER = 2  # one running, one queued: a worker never waits for the driver
 MAX_CHUNK = 256
 DEFAULT_MAX_WORKERS = 64
+WATCH_S = 1.0  # how often the driver reads the gates' counters for the live view
 
 
 class Sink(Protocol):
@@ -107,6 +108,7 @@ class RayDriver:
         self._roots = roots
         self._token = uuid.uuid4().hex[:12]
         self._gates: dict[str, Any] = {}
+        self._views: list[RemoteGate] = []
         self._workers: dict[str, Any] = {}
         self._load: dict[str, int] = {}
         self._pending: dict[Key, _Entry] = {}
@@ -120,10 +122,15 @@ class RayDriver:
 
     async def run(self, items: Iterator[Item], saved_of: Callable[[Item], Saved]) -> None:
         session = start_session(self.cfg.ray_address, self.cfg.work_dir)
+        watch: asyncio.Task[None] | None = None
         try:
             await self._start_actors()
+            watch = asyncio.create_task(self._watch())
             await self._dispatch(items, saved_of)
         finally:
+            if watch is not None:
+                watch.cancel()
+            await self._refresh_views()  # the endpoints' figures over the whole run
             await self._stop_actors()
             session.stop()
 
@@ -137,10 +144,15 @@ class RayDriver:
         live = self.cfg.eval_batch_size + (self.cfg.judge_concurrency or self.cfg.eval_batch_size)
         self._chunk = max(1, min(MAX_CHUNK, math.ceil(live / n)))
         keeper = ray.remote(GateKeeper)
-        for i, (key, limit) in enumerate(gate_limits(self.cfg).items()):
+        for i, (key, spec) in enumerate(gate_limits(self.cfg).items()):
             self._gates[key] = keeper.options(
                 name=self.actor_name(f"gate-{i}"), namespace=NAMESPACE, num_cpus=0,
-                max_concurrency=max(1000, 4 * live)).remote(limit)
+                max_concurrency=max(1000, 4 * live)).remote(
+                spec.limit, rpm=spec.rpm, tpm=spec.tpm, max_pause=spec.max_pause)
+            # the driver's view of the endpoint (live view, summary.rate_limits)
+            view = RemoteGate(self._gates[key], "driver", spec.limit)
+            self.scoring.gates.setdefault(spec.name, view)
+            self._views.append(view)
         cpus = float(ray.cluster_resources().get("CPU", n))
         actor = ray.remote(SampleWorker)
         for i in range(n):
@@ -155,6 +167,19 @@ class RayDriver:
         if problem:
             raise GroundscopeError(problem)
         log.info("Ray: %d workers, chunks of %d samples", n, self._chunk)
+
+    async def _refresh_views(self) -> None:
+        from ray.exceptions import RayError
+
+        for view in self._views:
+            with contextlib.suppress(RayError):
+                await view.refresh()
+
+    async def _watch(self) -> None:
+        """The gates' counters, refreshed for the live view every WATCH_S seconds."""
+        while True:
+            await asyncio.sleep(WATCH_S)
+            await self._refresh_views()
 
     async def _stop_actors(self) -> None:
         import ray

@@ -1,29 +1,30 @@
-"""One endpoint's in-flight limit shared by every worker of a Ray run.
+"""One endpoint's limits shared by every worker of a Ray run.
 
 :class:`GateKeeper` is the state of one endpoint's gate (the model, or one judge endpoint):
-at most ``limit`` requests in flight across all workers, leases kept by worker (so a dead
-worker's leases are handed back: :meth:`GateKeeper.release_worker`) and a 429's
-``Retry-After`` pause that holds every worker's next request. The driver runs one per
-endpoint as a named Ray actor; it is plain asyncio (no Ray import), so it is tested without
-Ray too. :class:`RemoteGate` is the worker's side: the ``client/gate.py`` ``Gate`` protocol
-over such an actor, so ``ChatClient`` (model and judges) uses it like a ``LocalGate``.
-
-The logic is deliberately minimal (a counting limit and a pause); a richer local limiter
-with the same protocol (``client/ratelimit.py``: adaptive limit, request/token budgets) is
-meant to move into this actor as its state, behind the same three calls.
+the very :class:`~groundscope.client.gate.RateGate` a local run keeps in its one process
+(``rpm`` / ``tpm`` buckets, the adaptive in-flight limit under ``limit``, pauses from
+``Retry-After``, ``retry-after-ms`` and ``x-ratelimit-reset-*``; ``client/ratelimit.py``),
+plus what only a shared gate needs: leases kept by worker, so a dead worker's leases are
+handed back (:meth:`GateKeeper.release_worker`) and its waiting asks end (:class:`WorkerGone`).
+The driver runs one per endpoint as a named Ray actor; it is plain asyncio (no Ray import),
+so it is tested without Ray too. :class:`RemoteGate` is the worker's side: the
+``client/gate.py`` ``Gate`` protocol over such an actor, so ``ChatClient`` (model and judges)
+uses it like a local gate; the driver holds one per endpoint too, refreshed from the actor,
+for the live view and the summary.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import dataclasses
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from groundscope.client.gate import GateStats, Lease, Outcome
-from groundscope.client.http_errors import parse_retry_after
+from groundscope.client.gate import Clock, GateStats, Lease, Outcome, RateGate, Sleep
+from groundscope.client.ratelimit import MAX_PAUSE_S, Ticket
 
-MAX_PAUSE_S = 120.0  # a longer Retry-After pauses this long (the OpenAI SDK gives up beyond it)
 
 def _limit_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """The reply headers a gate may act on: Retry-After and the rate-limit families
@@ -35,122 +36,92 @@ class WorkerGone(RuntimeError):
     """A lease was asked for by a worker the driver has already declared dead."""
 
 
-def pause_of(headers: Mapping[str, str]) -> float | None:
-    """Seconds a reply asks every client to wait: ``retry-after-ms`` / 1000, else
-    ``Retry-After`` (seconds or an HTTP date); None when it asks nothing.
+@dataclass(frozen=True, slots=True)
+class GateSpec:
+    """One endpoint's gate as a run's config sets it: the summary's name for it (``model``,
+    ``judge:<model_id>``), its in-flight limit and its provider limits."""
 
-    >>> pause_of({"retry-after": "2"}), pause_of({"retry-after-ms": "250"}), pause_of({})
-    (2.0, 0.25, None)
-    """
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            value = float(ms) / 1000
-        except ValueError:
-            value = None
-        if value is not None and value == value and value > 0:
-            return value
-    return parse_retry_after(headers.get("retry-after"))
+    name: str
+    limit: int
+    rpm: int | None = None
+    tpm: int | None = None
+    max_pause: float = 30.0  # as ScoringContext.gate's: the retry policy's default max_delay
 
 
 class GateKeeper:
-    """At most ``limit`` leases out at once, across workers; a 429 with ``Retry-After``
-    pauses every acquire (up to :data:`MAX_PAUSE_S`)."""
+    """One endpoint's :class:`RateGate`, asked by every worker (see the module docstring).
+    ``clock``, ``wall`` and ``sleep`` are the gate's, injectable for tests."""
 
-    def __init__(self, limit: int) -> None:
-        if limit < 1:
-            raise ValueError("limit must be >= 1")
-        self.stats = GateStats(limit=limit)
+    def __init__(self, limit: int, *, rpm: float | None = None, tpm: float | None = None,
+                 max_pause: float = MAX_PAUSE_S, clock: Clock = time.monotonic,
+                 wall: Clock = time.time, sleep: Sleep = asyncio.sleep) -> None:
+        self.gate = RateGate(limit, rpm=rpm, tpm=tpm, max_pause=max_pause, clock=clock,
+                             wall=wall, sleep=sleep)
+        self.stats = self.gate.stats
         self.peak = 0
-        self.pauses = 0
-        self._free = limit
-        self._leases: dict[int, str] = {}  # lease -> worker
+        self._leases: dict[int, tuple[str, Ticket]] = {}  # lease -> (worker, its ticket)
         self._next = 0
         self._dead: set[str] = set()
-        self._paused_until = 0.0
-        self._cond: asyncio.Condition | None = None
-
-    def _condition(self) -> asyncio.Condition:
-        if self._cond is None:  # made inside the actor's running loop
-            self._cond = asyncio.Condition()
-        return self._cond
 
     async def acquire(self, worker: str, tokens: int = 0) -> int:
-        """Wait for a free slot and for any pause to end; a lease id held by ``worker``."""
-        cond = self._condition()
-        loop = asyncio.get_running_loop()
-        async with cond:
-            while True:
-                if worker in self._dead:
-                    cond.notify(1)  # a wake-up meant for a slot passes to the next waiter
-                    raise WorkerGone(worker)
-                pause = self._paused_until - loop.time()
-                if pause > 0:
-                    with contextlib.suppress(TimeoutError):  # woken early: look again
-                        await asyncio.wait_for(cond.wait(), pause)
-                    continue
-                if self._free > 0:
-                    break
-                await cond.wait()
-            self._free -= 1
-            self._next += 1
-            self._leases[self._next] = worker
-            self.stats.in_flight += 1
-            self.peak = max(self.peak, self.stats.in_flight)
-            return self._next
+        """Wait until the endpoint's limits let one more request estimated at ``tokens``
+        go; a lease id held by ``worker``."""
+        ticket = await self.gate.admit(tokens, gone=lambda: worker in self._dead)
+        if ticket is None:
+            raise WorkerGone(worker)
+        self._next += 1
+        self._leases[self._next] = (worker, ticket)
+        self.peak = max(self.peak, self.stats.in_flight)
+        return self._next
 
     async def release(self, lease: int, status: int | None = None,
-                      headers: Mapping[str, str] | None = None, tokens: int | None = None) -> None:
-        """Hand ``lease`` back; a 429's ``Retry-After`` pauses the endpoint for everyone.
-        (``tokens``, the reply's usage, and the rate-limit headers arrive for a richer
-        limiter's sake; this one acts on the status and the pause only.)"""
-        cond = self._condition()
-        async with cond:
-            if status == 429:
-                self.stats.rate_limited += 1
-                pause = pause_of(headers or {})
-                if pause is not None:
-                    until = asyncio.get_running_loop().time() + min(pause, MAX_PAUSE_S)
-                    if until > self._paused_until:
-                        self._paused_until = until
-                        self.pauses += 1
-            if self._leases.pop(lease, None) is None:
-                return  # already handed back with its dead worker's leases
-            self._free += 1
-            self.stats.in_flight -= 1
-            cond.notify(1)
+                      headers: Mapping[str, str] | None = None, tokens: int | None = None,
+                      kind: str | None = None, retries: int = 0) -> None:
+        """Hand ``lease`` back with how its attempt ended (``Outcome``'s fields): a 429 lowers
+        the limit for everyone, a pause holds every worker, ``usage`` corrects the token
+        estimate. ``retries``: the worker's retries since its last release (for the summary)."""
+        self.stats.retries += max(0, retries)
+        held = self._leases.pop(lease, None)
+        if held is None:
+            return  # already handed back with its dead worker's leases
+        await self.gate.release(held[1], Outcome(status, dict(headers or {}), tokens, kind))
 
     async def release_worker(self, worker: str) -> int:
-        """Hand back every lease ``worker`` holds (it died); its later acquires fail.
-        Returns how many were released."""
-        cond = self._condition()
-        async with cond:
-            self._dead.add(worker)
-            gone = [lease for lease, owner in self._leases.items() if owner == worker]
-            for lease in gone:
-                del self._leases[lease]
-            self._free += len(gone)
-            self.stats.in_flight -= len(gone)
-            cond.notify(len(gone))
-            return len(gone)
+        """Hand back every lease ``worker`` holds (it died; as requests without a reply);
+        its waiting and later acquires fail. Returns how many were released."""
+        self._dead.add(worker)
+        gone = [lease for lease, (owner, _) in self._leases.items() if owner == worker]
+        for lease in gone:
+            _, ticket = self._leases.pop(lease)
+            await self.gate.release(ticket, Outcome())
+        await self.gate.wake()
+        return len(gone)
+
+    async def gate_stats(self) -> GateStats:
+        """The endpoint's counters across every worker (a copy)."""
+        return dataclasses.replace(self.stats)
 
     async def snapshot(self) -> dict[str, Any]:
-        """Counters for the driver and tests: limit, in flight, peak, 429s, pauses, leases by worker."""
+        """Counters for the driver and tests: limit, in flight, peak, 429s, seconds paused,
+        leases by worker."""
         by_worker: dict[str, int] = {}
-        for owner in self._leases.values():
+        for owner, _ in self._leases.values():
             by_worker[owner] = by_worker.get(owner, 0) + 1
         return {"limit": self.stats.limit, "in_flight": self.stats.in_flight, "peak": self.peak,
-                "rate_limited": self.stats.rate_limited, "pauses": self.pauses,
+                "rate_limited": self.stats.rate_limited, "paused_s": self.stats.paused_s,
                 "leases": by_worker}
 
 
 class RemoteGate:
-    """The ``Gate`` of one worker over a :class:`GateKeeper` actor (``actor``: its handle)."""
+    """The ``Gate`` of one worker over a :class:`GateKeeper` actor (``actor``: its handle).
+    Its ``stats`` count this worker's requests; :meth:`refresh` makes them the endpoint's
+    across workers (the driver's view)."""
 
     def __init__(self, actor: Any, worker: str, limit: int) -> None:
         self.actor = actor
         self.worker = worker
         self.stats = GateStats(limit=limit)
+        self._retries_sent = 0
 
     async def acquire(self, tokens: int) -> Lease:
         lease: int = await self.actor.acquire.remote(self.worker, tokens)
@@ -161,5 +132,10 @@ class RemoteGate:
         self.stats.in_flight -= 1
         if outcome.status == 429:
             self.stats.rate_limited += 1
+        retries, self._retries_sent = self.stats.retries - self._retries_sent, self.stats.retries
         await self.actor.release.remote(lease, outcome.status, _limit_headers(outcome.headers),
-                                        outcome.tokens)
+                                        outcome.tokens, outcome.kind, retries)
+
+    async def refresh(self) -> None:
+        """Take the endpoint's counters from the actor."""
+        self.stats = await self.actor.gate_stats.remote()

@@ -28,7 +28,7 @@ from groundscope.errors import GroundscopeError
 from groundscope.pipeline import Hooks, Saved, evaluate_sample
 from groundscope.plan import plan_scoring
 from groundscope.redaction import Redactor
-from groundscope.scaleout.gatekeeper import RemoteGate
+from groundscope.scaleout.gatekeeper import GateSpec, RemoteGate
 from groundscope.scoring import Scorer, ScoringContext
 from groundscope.scoring.judge import response_cache
 from groundscope.types import Completion, Sample
@@ -86,12 +86,17 @@ def judge_gate_key(model: JudgeModel) -> str:
     return f"judge {model.eval_type} {model.api_url} {model.model_id}"
 
 
-def gate_limits(cfg: TaskConfig) -> dict[str, int]:
-    """Every endpoint's gate and its in-flight limit: the model's ``eval_batch_size``, each
-    judge endpoint's ``judge_concurrency`` (default ``eval_batch_size``)."""
-    limits = {MODEL_GATE: cfg.eval_batch_size}
+def gate_limits(cfg: TaskConfig) -> dict[str, GateSpec]:
+    """Every endpoint's gate, as a local run makes it (``ScoringContext.gate``): the model's
+    (``eval_batch_size`` in flight, ``rpm`` / ``tpm``, pauses up to ``retry_max_delay``) and
+    each judge endpoint's (``judge_concurrency``, default ``eval_batch_size``; the first
+    entry's ``rpm`` / ``tpm``), named as the summary names them."""
+    limits = {MODEL_GATE: GateSpec(MODEL_GATE, cfg.eval_batch_size, cfg.rpm, cfg.tpm,
+                                   cfg.retry_max_delay)}
     for model in cfg.judge.all_models() if cfg.judge else ():
-        limits[judge_gate_key(model)] = cfg.judge_concurrency or cfg.eval_batch_size
+        limits.setdefault(judge_gate_key(model), GateSpec(
+            f"judge:{model.model_id}", cfg.judge_concurrency or cfg.eval_batch_size,
+            model.rpm, model.tpm))
     return limits
 
 
