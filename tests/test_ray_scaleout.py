@@ -365,6 +365,11 @@ def cache_rows(run_dir: Path) -> dict[str, set[str]]:
             for p in sorted((run_dir / "cache").glob("*.jsonl"))}
 
 
+def usage_of(run_dir: Path) -> Any:
+    (report,) = (run_dir / "reports").glob("*/general_vqa.groundscope.json")
+    return json.loads(report.read_text())["summary"]["usage"]
+
+
 def test_a_ray_grounding_run_asks_each_judge_request_once_like_a_local_run(
         ray_address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The demo repeats judge requests across records and subsets (a claim about one image in
@@ -375,6 +380,7 @@ def test_a_ray_grounding_run_asks_each_judge_request_once_like_a_local_run(
     assert len(ray_run) == len(local) == len(set(local))  # 16 answers + 52 distinct judge calls
     assert Counter(ray_run) == Counter(local)
     assert cache_rows(tmp_path / "ray") == cache_rows(tmp_path / "local") != {}
+    assert usage_of(tmp_path / "ray") == usage_of(tmp_path / "local")
 
 
 def test_a_resumed_ray_grounding_run_reuses_the_runs_judge_replies(

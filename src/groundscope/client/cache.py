@@ -247,7 +247,9 @@ class CachedChat:
                 shared = self.cache.shared
                 if shared is not None:  # a Ray worker: another one may have it or be asking
                     return await self._shared_complete(shared, key, messages)
-                completion = await self._request(messages)
+                client = await self._ensure_client()
+                self.requests += 1
+                completion = await client.complete(messages, generation_config=self.generation_config)
                 self.cache.put(key, completion, model=self.model_id)
                 self._on_reply(completion, False)
                 return completion
