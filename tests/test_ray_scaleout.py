@@ -369,3 +369,70 @@ def rows_of(run_dir: Path, kind: str) -> list[dict[str, Any]]:
     from reliability_support import complete_lines
 
     return [r for p in sorted((run_dir / kind).rglob("*.jsonl")) for r in complete_lines(p)]
+
+
+def _grounding_cfg(run_dir: Path, **extra: Any) -> dict[str, Any]:
+    import yaml
+
+    cfg = yaml.safe_load((GROUNDING.parent / "grounding_demo.yaml").read_text())
+    cfg["dataset_args"]["general_vqa"]["local_path"] = str(GROUNDING)
+    cfg["simulator"]["truth"] = str(GROUNDING / "truth.json")
+    cfg.update(work_dir=str(run_dir), no_timestamp=True, eval_batch_size=2, judge_concurrency=2,
+               **extra)
+    return cfg
+
+
+def _counted_run(monkeypatch: pytest.MonkeyPatch, cfg: dict[str, Any]) -> list[str]:
+    """Run ``cfg`` against its own simulator; the hash of each request it received."""
+    import groundscope.simulator
+
+    made: list[HoldingSimulator] = []
+
+    class Counted(HoldingSimulator):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, open_for=10**9, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(groundscope.simulator, "SimulatorServer", Counted)
+    run_task(cfg)
+    return [h for server in made for h in server.arrivals]
+
+
+def cache_rows(run_dir: Path) -> dict[str, set[str]]:
+    return {p.name: {json.dumps(r, sort_keys=True) for r in rows_of(p.parent, p.stem)}
+            for p in sorted((run_dir / "cache").glob("*.jsonl"))}
+
+
+def usage_of(run_dir: Path) -> Any:
+    (report,) = (run_dir / "reports").glob("*/general_vqa.groundscope.json")
+    return json.loads(report.read_text())["summary"]["usage"]
+
+
+def test_a_ray_grounding_run_asks_each_judge_request_once_like_a_local_run(
+        ray_address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo repeats judge requests across records and subsets (a claim about one image in
+    answers of different records): 2 workers ask each once, as one process does."""
+    local = _counted_run(monkeypatch, _grounding_cfg(tmp_path / "local"))
+    ray_run = _counted_run(monkeypatch, _grounding_cfg(tmp_path / "ray", executor="ray",
+                                                       workers=2))
+    assert len(ray_run) == len(local) == len(set(local))  # 16 answers + 52 distinct judge calls
+    assert Counter(ray_run) == Counter(local)
+    assert cache_rows(tmp_path / "ray") == cache_rows(tmp_path / "local") != {}
+    assert usage_of(tmp_path / "ray") == usage_of(tmp_path / "local")
+
+
+def test_a_resumed_ray_grounding_run_reuses_the_runs_judge_replies(
+        ray_address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Predictions kept, reviews lost (a crash before scoring): on Ray, as locally, every
+    judge reply comes from the run's cache and nothing is asked again."""
+    import shutil
+
+    run_dir = tmp_path / "run"
+    assert len(_counted_run(monkeypatch, _grounding_cfg(run_dir))) == 68
+    reviews = cache_rows(run_dir), {json.dumps(r, sort_keys=True) for r in rows_of(run_dir, "reviews")}
+    shutil.rmtree(run_dir / "reviews")
+    asked = _counted_run(monkeypatch, _grounding_cfg(tmp_path / "unused", executor="ray",
+                                                     workers=2, use_cache=str(run_dir)))
+    assert asked == []
+    assert len(rows_of(run_dir, "reviews")) == len(reviews[1])
+    assert cache_rows(run_dir) == reviews[0]

@@ -23,7 +23,7 @@ import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -107,11 +107,29 @@ def completion_from_json(row: Mapping[str, Any]) -> Completion:
                       usage=Usage(*usage))
 
 
+class SharedReplies(Protocol):
+    """Replies shared by several processes (a Ray run's workers), consulted by
+    :class:`CachedChat` on a miss of its own cache.
+
+    ``claim(key)`` is the reply when another process has it (waiting while one is asking for
+    it), else None: the caller holds the key's claim and must ``publish`` its reply or
+    ``abandon`` the claim (its request failed: errors are not shared), which passes it to a
+    waiter.
+    """
+
+    async def claim(self, key: str) -> Completion | None: ...
+    async def publish(self, key: str, completion: Completion) -> None: ...
+    async def abandon(self, key: str) -> None: ...
+
+
 class ResponseCache:
     """Completions by key, backed by an append-only JSONL file (``path=None``: memory only).
 
-    The file is read on first use. Not thread-safe: use it from one event loop.
+    The file is read on first use. Not thread-safe: use it from one event loop. ``shared``
+    (None in a local run) is a store of replies other processes of the run ask and answer.
     """
+
+    shared: SharedReplies | None = None
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
@@ -147,6 +165,10 @@ class ResponseCache:
     def get(self, key: str) -> Completion | None:
         return self._load().get(key)
 
+    def items(self) -> list[tuple[str, Completion]]:
+        """Every reply kept, by key."""
+        return list(self._load().items())
+
     def put(self, key: str, completion: Completion, *, model: str = "") -> None:
         """Keep a reply (in memory and, with a path, as one flushed line)."""
         self._load()[key] = completion
@@ -176,7 +198,8 @@ class CachedChat:
     ``model_id``, ``api_url`` (as configured, without credentials: ``redact_url``), ``api``
     and ``generation_config`` form the key with the messages. ``connect`` builds the client on
     the first miss, inside the running loop, so a fully cached run opens no connection.
-    Identical requests in flight at once are sent once. ``requests`` counts calls that
+    Identical requests in flight at once are sent once (across processes too, when the cache
+    has a ``shared`` store: each is then asked once by the run). ``requests`` counts calls that
     reached the client, ``hits`` calls answered from the cache. ``on_reply(completion,
     cached)`` hears of every reply returned (``cached``: from the cache, no request sent).
     """
@@ -221,6 +244,9 @@ class CachedChat:
                     self.hits += 1
                     self._on_reply(hit, True)
                     return hit
+                shared = self.cache.shared
+                if shared is not None:  # a Ray worker: another one may have it or be asking
+                    return await self._shared_complete(shared, key, messages)
                 client = await self._ensure_client()
                 self.requests += 1
                 completion = await client.complete(messages, generation_config=self.generation_config)
@@ -233,6 +259,33 @@ class CachedChat:
                 del self._locks[key]
             else:
                 self._locks[key] = (lock, users - 1)
+
+    async def _request(self, messages: Sequence[Message]) -> Completion:
+        client = await self._ensure_client()
+        self.requests += 1
+        return await client.complete(messages, generation_config=self.generation_config)
+
+    async def _shared_complete(self, shared: SharedReplies, key: str,
+                               messages: Sequence[Message]) -> Completion:
+        """A miss with a shared store: its reply (a hit, as if from this cache), or the
+        claim and then the request, its reply published; a failure hands the claim on."""
+        hit = await shared.claim(key)
+        if hit is not None:
+            self.hits += 1
+            self.cache.put(key, hit, model=self.model_id)
+            self._on_reply(hit, True)
+            return hit
+        try:
+            completion = await self._request(messages)
+        except BaseException:
+            await shared.abandon(key)
+            raise
+        try:
+            self.cache.put(key, completion, model=self.model_id)
+        finally:
+            await shared.publish(key, completion)
+        self._on_reply(completion, False)
+        return completion
 
     async def _ensure_client(self) -> ChatClient:
         async with self._connecting:

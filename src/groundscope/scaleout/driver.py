@@ -30,6 +30,7 @@ from groundscope.errors import GroundscopeError
 from groundscope.pipeline import Predicted, Saved, Scored
 from groundscope.plan import Item
 from groundscope.scaleout.gatekeeper import GateKeeper, RemoteGate
+from groundscope.scaleout.registry import ReplyRegistry
 from groundscope.scaleout.session import NAMESPACE, start_session
 from groundscope.scaleout.shipping import shipped_config
 from groundscope.scaleout.worker import (
@@ -54,6 +55,7 @@ CHUNKS_PER_WORKER = 2  # one running, one queued: a worker never waits for the d
 MAX_CHUNK = 256
 DEFAULT_MAX_WORKERS = 64
 WATCH_S = 1.0  # how often the driver reads the gates' counters for the live view
+SEED_BATCH = 5000  # cached replies per call when seeding the registry on resume
 
 
 class Sink(Protocol):
@@ -109,6 +111,7 @@ class RayDriver:
         self._token = uuid.uuid4().hex[:12]
         self._gates: dict[str, Any] = {}
         self._views: list[RemoteGate] = []
+        self._registry: Any = None  # the run's judge replies (registry.ReplyRegistry)
         self._workers: dict[str, Any] = {}
         self._load: dict[str, int] = {}
         self._pending: dict[Key, _Entry] = {}
@@ -153,6 +156,7 @@ class RayDriver:
             view = RemoteGate(self._gates[key], "driver", spec.limit)
             self.scoring.gates.setdefault(spec.name, view)
             self._views.append(view)
+        await self._start_registry(max(1000, 4 * live))
         cpus = float(ray.cluster_resources().get("CPU", n))
         actor = ray.remote(SampleWorker)
         for i in range(n):
@@ -160,7 +164,8 @@ class RayDriver:
             self._workers[wid] = actor.options(
                 name=self.actor_name(f"worker-{i}"), namespace=NAMESPACE,
                 num_cpus=min(1.0, cpus / n), max_restarts=0).remote(
-                wid, self._config, self._api_url, self._roots, self._mock_url, self._gates)
+                wid, self._config, self._api_url, self._roots, self._mock_url, self._gates,
+                self._registry)
             self._load[wid] = 0
         problems = await asyncio.gather(*(w.start.remote() for w in self._workers.values()))
         problem = next((p for p in problems if p), None)
@@ -180,6 +185,19 @@ class RayDriver:
         while True:
             await asyncio.sleep(WATCH_S)
             await self._refresh_views()
+    async def _start_registry(self, concurrency: int) -> None:
+        """The run's judge reply registry, seeded with the run's cache files (a resumed run
+        asks no judge request its cache holds, as a local one)."""
+        import ray
+
+        self._registry = ray.remote(ReplyRegistry).options(
+            name=self.actor_name("replies"), namespace=NAMESPACE, num_cpus=0,
+            max_concurrency=concurrency).remote()
+        run_dir = self.scoring.run_dir
+        for path in sorted((run_dir / "cache").glob("*.jsonl")) if run_dir is not None else ():
+            rows = response_cache(self.scoring, path.stem).items()
+            for start in range(0, len(rows), SEED_BATCH):
+                await self._registry.seed.remote(path.stem, rows[start:start + SEED_BATCH])
 
     async def _stop_actors(self) -> None:
         import ray
@@ -188,19 +206,22 @@ class RayDriver:
         for handle in self._workers.values():
             with contextlib.suppress(RayError):
                 await handle.close.remote()
-        for handle in [*self._workers.values(), *self._gates.values()]:
+        registry = [self._registry] if self._registry is not None else []
+        for handle in [*self._workers.values(), *self._gates.values(), *registry]:
             ray.kill(handle, no_restart=True)
 
     async def _worker_died(self, wid: str) -> None:
-        """Forget a dead worker and hand its leases back on every gate (once)."""
+        """Forget a dead worker; hand its leases back on every gate and its judge claims back
+        to the registry (once)."""
         from ray.exceptions import RayError
 
         if self._workers.pop(wid, None) is None:
             return
         log.warning("Ray worker %s died; its unfinished samples go to the other workers", wid)
-        for gate in self._gates.values():
+        registry = [self._registry] if self._registry is not None else []
+        for actor in [*self._gates.values(), *registry]:  # its leases, its judge claims
             with contextlib.suppress(RayError):
-                await gate.release_worker.remote(wid)
+                await actor.release_worker.remote(wid)
 
     # ------------------------------------------------------------------ dispatch
 

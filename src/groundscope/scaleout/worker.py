@@ -4,10 +4,11 @@ of one process, running chunks of samples through the one per-sample function
 
 The driver (``driver.py``) makes it a Ray actor; nothing here imports Ray. A worker writes
 nothing: no run directory (the driver is its only writer), no judge reply cache on disk (its
-judge replies are cached in memory). Its config arrives with keys as ``$NAME`` references,
-resolved here from the worker's own environment (``shipping.py``). Every request to an
-endpoint passes that endpoint's shared gate (``gatekeeper.RemoteGate``), so the limits mean
-what they mean in one process.
+judge replies are cached in memory, and a miss asks the run's reply registry, ``registry.py``,
+so a judge request another worker asked is not asked again). Its config arrives with keys
+as ``$NAME`` references, resolved here from the worker's own environment (``shipping.py``).
+Every request to an endpoint passes that endpoint's shared gate (``gatekeeper.RemoteGate``),
+so the limits mean what they mean in one process.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from groundscope import media
 from groundscope.client.apis import wire_api
-from groundscope.client.cache import ResponseCache
+from groundscope.client.cache import ResponseCache, SharedReplies
 from groundscope.client.openai import ChatClient
 from groundscope.client.retry import RetryPolicy
 from groundscope.config import JudgeModel, TaskConfig, load_config
@@ -29,6 +30,7 @@ from groundscope.pipeline import Hooks, Saved, evaluate_sample
 from groundscope.plan import plan_scoring
 from groundscope.redaction import Redactor
 from groundscope.scaleout.gatekeeper import GateSpec, RemoteGate
+from groundscope.scaleout.registry import RemoteReplies
 from groundscope.scoring import Scorer, ScoringContext
 from groundscope.scoring.judge import response_cache
 from groundscope.types import Completion, Sample
@@ -65,9 +67,10 @@ class ForwardedCache(ResponseCache):
     driver with the sample that asked (the driver writes the run's cache file and hands the
     replies back if the sample has to run again elsewhere)."""
 
-    def __init__(self, purpose: str) -> None:
+    def __init__(self, purpose: str, shared: SharedReplies | None = None) -> None:
         super().__init__(None)
         self.purpose = purpose
+        self.shared = shared  # the run's registry: what another worker asked is not asked again
 
     def put(self, key: str, completion: Completion, *, model: str = "") -> None:
         super().put(key, completion, model=model)
@@ -105,13 +108,15 @@ class SampleWorker:
     ``run(tasks)`` streams the events of a chunk; ``close()`` closes the clients."""
 
     def __init__(self, worker: str, config: Mapping[str, Any], api_url: str,
-                 roots: list[str], mock_url: str | None, gates: Mapping[str, Any]) -> None:
+                 roots: list[str], mock_url: str | None, gates: Mapping[str, Any],
+                 replies: Any = None) -> None:
         self.worker = worker
         self._config = dict(config)
         self._api_url = api_url
         self._roots = list(roots)
         self._mock_url = mock_url
         self._gates = dict(gates)
+        self._replies = replies  # the run's ReplyRegistry actor (None: replies kept per worker)
         self._client: ChatClient | None = None
         self._scoring: ScoringContext | None = None
         self._scorers: dict[str, list[Scorer]] = {}
@@ -132,7 +137,7 @@ class SampleWorker:
         scoring.mock_url = self._mock_url
         limit = scoring.judge_concurrency
         scoring.judge_gate = lambda model: self._gate(judge_gate_key(model), limit)
-        scoring.reply_cache = ForwardedCache
+        scoring.reply_cache = self._reply_cache
         self._scorers = {name: plan_scoring(cfg, name, scoring).scorers for name in cfg.datasets}
         self._scoring = scoring
         self._redact = Redactor(cfg.secrets()).redact
@@ -146,6 +151,10 @@ class SampleWorker:
             wire=wire_api(api), gate=self._gate(MODEL_GATE, cfg.eval_batch_size))
         self._max_pixels = cfg.max_image_pixels
         return None
+
+    def _reply_cache(self, purpose: str) -> ForwardedCache:
+        shared = RemoteReplies(self._replies, self.worker, purpose) if self._replies is not None else None
+        return ForwardedCache(purpose, shared)
 
     async def run(self, tasks: list[Task]) -> AsyncIterator[list[Event]]:
         """Evaluate ``tasks`` concurrently; yield each prediction, score and end as it comes
