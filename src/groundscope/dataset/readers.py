@@ -73,11 +73,13 @@ def iter_records(path: Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
     )
 
 
-def count_records(path: Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> int:
+def count_records(path: Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+                  exact: bool = True) -> int:
     """The number of records ``iter_records`` yields (bad ones included), cheaply.
 
     parquet reads the footer only; JSONL counts non-blank lines; TSV / CSV re-parse the rows
-    without building records.
+    without building records, or with ``exact=False`` count them from the bytes
+    (:func:`_count_rows`: no cell is decoded; the progress display's estimate).
     """
     path = Path(path)
     suffix = path.suffix.lower()
@@ -87,10 +89,40 @@ def count_records(path: Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTE
         with _open_binary(path) as handle:
             return sum(1 for raw in _lines(handle, max_record_bytes, split_cr=False)
                        if raw is None or raw.strip())
+    if suffix in (".tsv", ".csv") and not exact:
+        with _open_binary(path) as handle:
+            return _count_rows(_lines(handle, max_record_bytes, split_cr=True))
     if suffix in (".tsv", ".csv"):
         return sum(1 for _ in iter_records(path, max_record_bytes=max_record_bytes))
     iter_records(path)  # raises the unsupported-type error
     return 0
+
+
+def _count_rows(lines: Iterator[bytes | None]) -> int:
+    """The data rows of a TSV / CSV file from its physical lines, framed as the reader frames
+    them where quotes are balanced: a line with an odd number of ``"`` opens a quoted cell
+    that the next such line closes; blank lines are no row; a line past max_record_bytes is
+    one; a quote still open after MAX_ROW_LINES lines (or at the end) is one bad row and
+    its other lines rows again, as the reader resumes. A ``"`` inside an unquoted cell
+    (which the csv module reads as a character) makes it an estimate, not a count.
+
+    >>> _count_rows(iter([b"q,a\\n", b'1,"x\\n', b'y"\\n', b"\\n", b"2,b\\n"]))
+    2
+    """
+    rows = spanned = 0  # spanned: lines of the row whose quote is open
+    for raw in lines:
+        odd = raw is not None and raw.count(b'"') % 2 == 1
+        if spanned:
+            spanned += 1
+            if odd or raw is None:
+                rows, spanned = rows + 1, 0
+            elif spanned > MAX_ROW_LINES:
+                rows, spanned = rows + spanned, 0
+        elif odd:
+            spanned = 1
+        elif raw is None or raw.strip():
+            rows += 1
+    return max(0, rows + spanned - 1)  # the header is no record
 
 
 def check_readable(path: Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
