@@ -38,6 +38,7 @@ from typing import IO, Any
 
 import orjson
 
+from groundscope.dataset.rowcount import count_rows
 from groundscope.errors import DatasetError, RecordError
 from groundscope.types import Origin
 
@@ -52,7 +53,6 @@ Item = tuple[Origin, dict[str, Any] | RecordError]
 
 _PARQUET_BATCH_ROWS = 256
 _CHUNK = 1 << 16
-_COUNT_CHUNK = 1 << 20
 _BOM = b"\xef\xbb\xbf"
 _EOL = re.compile(rb"\r\n?|\n")
 _UNSAFE_CELL = re.compile("[\x00\udc80-\udcff]")  # NUL, or a byte that was not UTF-8
@@ -80,7 +80,7 @@ def count_records(path: Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTE
 
     parquet reads the footer only; JSONL counts non-blank lines; TSV / CSV re-parse the rows
     without building records, or with ``exact=False`` count them from the bytes
-    (:func:`_count_rows`: no cell is decoded; the progress display's estimate).
+    (``rowcount.count_rows``: no cell is decoded; the progress display's estimate).
     """
     path = Path(path)
     suffix = path.suffix.lower()
@@ -92,71 +92,11 @@ def count_records(path: Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTE
                        if raw is None or raw.strip())
     if suffix in (".tsv", ".csv") and not exact:
         with _open_binary(path) as handle:
-            return _count_rows(handle, max_record_bytes)
+            return count_rows(handle, max_record_bytes, MAX_ROW_LINES)
     if suffix in (".tsv", ".csv"):
         return sum(1 for _ in iter_records(path, max_record_bytes=max_record_bytes))
     iter_records(path)  # raises the unsupported-type error
     return 0
-
-
-class _RowCount:
-    """TSV / CSV rows counted from physical lines, framed as the reader frames them where
-    quotes are balanced: a line with an odd number of ``"`` opens a quoted cell that the next
-    such line closes; blank lines are no row; a line past ``limit`` bytes is one; a quote
-    still open after MAX_ROW_LINES lines (or at the end) is one bad row and its other lines
-    rows again, as the reader resumes. A ``"`` inside an unquoted cell (a character to the
-    csv module) makes it an estimate, not a count."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.rows = 0
-        self.spanned = 0  # lines of the row whose quote is open
-
-    def line(self, quotes: int, size: int, blank: bool) -> None:
-        long = size > self.limit
-        odd = not long and quotes % 2 == 1
-        if self.spanned:
-            self.spanned += 1
-            if odd or long:
-                self.rows, self.spanned = self.rows + 1, 0
-            elif self.spanned > MAX_ROW_LINES:
-                self.rows, self.spanned = self.rows + self.spanned, 0
-        elif odd:
-            self.spanned = 1
-        elif long or not blank:
-            self.rows += 1
-
-
-def _count_rows(handle: IO[bytes], limit: int) -> int:
-    """The data rows of a TSV / CSV file (see ``_RowCount``), read in 1 MiB chunks and split
-    at ``\\n``, ``\\r\\n`` and ``\\r`` in C: no line is joined, no cell decoded.
-
-    >>> import io
-    >>> _count_rows(io.BytesIO(b'q,a\\r\\n1,"x\\ny"\\n\\n2,b\\r3,c'), 100)
-    3
-    """
-    count = _RowCount(limit)
-    quotes = size = 0
-    blank, cr, first = True, False, True
-    while chunk := handle.read(_COUNT_CHUNK):
-        if first:
-            chunk, first = chunk.removeprefix(_BOM), False
-        if cr and chunk.startswith(b"\n"):  # a "\r\n" cut between two chunks
-            chunk = chunk[1:]
-        cr = chunk.endswith(b"\r")
-        if b"\r" in chunk:
-            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        *ended, rest = chunk.split(b"\n")
-        for piece in ended:
-            count.line(quotes + piece.count(b'"'), size + len(piece) + 1,
-                       blank and (not piece or piece.isspace()))
-            quotes, size, blank = 0, 0, True
-        quotes += rest.count(b'"')
-        size += len(rest)
-        blank = blank and (not rest or rest.isspace())
-    if size:
-        count.line(quotes, size, blank)
-    return max(0, count.rows + count.spanned - 1)  # the header is no record
 
 
 def check_readable(path: Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
