@@ -116,7 +116,7 @@ def test_a_run_shows_score_in_flight_retries_429s_tokens_and_cost(
              if "samples done" in x]
     assert len(shown) == 12
     last = shown[-1]
-    assert last.startswith("12 samples done (0 errored), ")
+    assert last.startswith("12/12 samples done (0 errored), ")
     assert f"{rep.primary_metric} {rep.score():.3f}" in last  # the running score, at the end
     # nothing left in flight, against the current limit: 4 configured, cut by the 429s
     limit = re.search(r"in flight 0/(\d+) ", last)

@@ -1,6 +1,7 @@
 """What a run will do, decided before any request: each dataset's format, subsets and
 scorers (``plan_dataset``; ``plan_scoring`` for a saved run), the folders it may read media
-from (``run_media_roots``), and the stream of its samples (``iter_samples``)."""
+from (``run_media_roots``), and the stream of its samples (``iter_samples``; how many
+records it will read: ``planned_records``)."""
 
 from __future__ import annotations
 
@@ -101,6 +102,21 @@ def run_media_roots(cfg: TaskConfig) -> list[str]:
         if local:
             roots.append(local if os.path.isdir(local) else os.path.dirname(local) or ".")
     return [*roots, *cfg.media_roots]
+
+
+def planned_records(cfg: TaskConfig, run: DatasetRun) -> int:
+    """How many records ``iter_samples`` will read of ``run``'s subsets, ``limit`` applied,
+    counted without reading a record (``count_records``: parquet's footer, JSONL's lines,
+    TSV / CSV rows from the bytes): what the progress display's total starts from."""
+    from groundscope.dataset import FORMATS
+    from groundscope.dataset.discover import find_subset_file
+    from groundscope.dataset.readers import count_records
+
+    folder, split = Path(run.args.local_path or ""), FORMATS[run.name].split
+    return sum(limit_count(cfg.limit, count_records(find_subset_file(folder, subset, split),
+                                                    max_record_bytes=cfg.max_record_bytes,
+                                                    exact=False))
+               for subset in run.subsets)
 
 
 def iter_samples(

@@ -6,7 +6,13 @@ tokens and cost so far) is shown as the bar's postfix, or at the end of each pla
 It is asked for at most every ``POSTFIX_EVERY_S`` seconds on a terminal, and once per plain
 line (every ``PLAIN_EVERY`` samples, or when ``PLAIN_INTERVAL_S`` seconds passed since the
 last line),
-so a fast run pays nothing per sample for it.
+so a fast run pays nothing per sample for it. A last plain line is written at the end.
+
+The total (``Expected``) is known before the first record is read: the runner counts each
+subset's records without parsing them (``plan.planned_records``: parquet's footer, JSONL's
+lines, TSV / CSV rows from the bytes), ``limit`` applied, times ``repeats``; it is corrected
+as the records are read and exact when the stream ends, so done == total at the end of a
+finished run (a resumed run's reused samples count as done).
 """
 
 from __future__ import annotations
@@ -38,11 +44,66 @@ def _duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
+class Expected:
+    """The total of a run's samples, told before its records are read and corrected as
+    they are: ``records`` (the planned records, limit applied) x ``repeats``. A bad record
+    or a dropped sample lowers it by ``repeats``; a record that gives several samples
+    (paraphrases) raises it, and the records not read yet are expected to give as many on
+    average. It never falls below the samples already handed out, and :meth:`finish` (the
+    stream ended) makes it exact. ``records=None``: no total until then.
+
+    >>> e = Expected(4, repeats=2)
+    >>> e.sample(new_record=True); e.bad(); e.total  # 1 kept, 1 bad, 2 records to come
+    6
+    >>> e.sample(new_record=True); e.sample(new_record=False); e.total  # 1.5 samples a record
+    10
+    >>> e.finish(); e.total
+    6
+    """
+
+    def __init__(self, records: int | None, repeats: int = 1) -> None:
+        self.records = records
+        self.repeats = repeats
+        self.read = 0  # records read (bad ones too)
+        self.bad_records = 0
+        self.samples = 0  # samples kept
+        self.extra = 0  # samples beyond their record's first
+        self.done = False
+
+    def bad(self) -> None:
+        self.read += 1
+        self.bad_records += 1
+
+    def sample(self, *, new_record: bool, kept: bool = True) -> None:
+        """A sample was read: the first of its record or another (a paraphrase); ``kept``
+        False: dropped (a duplicate id)."""
+        if new_record:
+            self.read += 1
+        else:
+            self.extra += 1
+        self.samples += kept
+
+    def finish(self) -> None:
+        self.done = True
+
+    @property
+    def total(self) -> int | None:
+        if self.done:
+            return self.samples * self.repeats
+        if self.records is None:
+            return None
+        left = max(0, self.records - self.read)
+        good = self.read - self.bad_records
+        per_record = 1.0 + self.extra / good if good else 1.0
+        return (self.samples + round(left * per_record)) * self.repeats
+
+
 class Progress:
     """Counts finished samples; ``bar=True`` shows a tqdm bar on stderr.
 
-    ``total`` (when known) gives the bar and the lines a ``done/total`` and an ETA;
-    ``status`` returns the live view's text; ``clock`` is for tests.
+    ``total`` (when known; or ``expected``, a total corrected as the run reads its records)
+    gives the bar and the lines a ``done/total`` and an ETA; ``status`` returns the live
+    view's text; ``clock`` is for tests. ``close`` writes a last plain line.
     """
 
     def __init__(self, bar: bool, status: Callable[[], str] | None = None, *,
@@ -51,7 +112,9 @@ class Progress:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.bar = bar
         self.done = 0
-        self.total = total
+        self.expected = Expected(total)
+        self._errored = 0
+        self._shown = 0  # done at the last plain line
         self._status = status
         self._every = max(1, PLAIN_EVERY if every is None else every)
         self._interval = PLAIN_INTERVAL_S if interval_s is None else interval_s
@@ -67,9 +130,15 @@ class Progress:
             self._bar = tqdm(desc="Evaluating", unit="sample", dynamic_ncols=True, total=self.total,
                              mininterval=0.25, file=sys.stderr)
 
+    @property
+    def total(self) -> int | None:
+        return self.expected.total
+
     def advance(self, errored: int) -> None:
         self.done += 1
+        self._errored = errored
         if self._bar is not None:
+            self._bar.total = self.total
             self._bar.update(1)
             if self._status is not None:
                 now = self._clock()
@@ -86,18 +155,22 @@ class Progress:
 
     def _line(self, errored: int, now: float) -> None:
         """One plain line: done (of total), errored, elapsed, rate, ETA, the live view."""
-        self._last = now
+        self._last, self._shown, total = now, self.done, self.total
         elapsed = max(now - self._start, 1e-9)
         rate = self.done / elapsed
-        done = f"{self.done}/{self.total}" if self.total else str(self.done)
+        done = f"{self.done}/{total}" if total else str(self.done)
         text = f"{done} samples done ({errored} errored), {_duration(elapsed)}, {rate:.3g}/s"
-        if self.total and self.done < self.total and rate > 0:
-            text += f", ETA {_duration((self.total - self.done) / rate)}"
+        if total and self.done < total and rate > 0:
+            text += f", ETA {_duration((total - self.done) / rate)}"
         if self._status is not None:
             text += f" | {self._status()}"
         log.info("%s", text)
 
     def close(self) -> None:
+        """The bar's end, or a last plain line when samples finished since the last one."""
         if self._bar is not None:
+            self._bar.total = self.total
             self._bar.close()
             self._bar = None
+        elif not self.bar and self.done > self._shown:
+            self._line(self._errored, self._clock())

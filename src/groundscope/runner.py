@@ -45,8 +45,15 @@ from groundscope.pipeline import (
     finish_groups,
     record_score,
 )
-from groundscope.plan import DatasetRun, Item, iter_samples, plan_dataset, run_media_roots
-from groundscope.progress import Progress
+from groundscope.plan import (
+    DatasetRun,
+    Item,
+    iter_samples,
+    plan_dataset,
+    planned_records,
+    run_media_roots,
+)
+from groundscope.progress import Expected, Progress
 from groundscope.redaction import Redactor
 from groundscope.report.build import build_dataset_report, write_page
 from groundscope.report.model import Report
@@ -215,21 +222,28 @@ class Runner:
     # ------------------------------------------------------------------ the stream
 
     def _items(self) -> Iterator[Item]:
+        """The work items; the progress total is corrected as this shard's records are read
+        (``Expected``) and exact once the stream ends."""
         dealer = Dealer.of(self.cfg.shard)  # a shard reads every record, asks its own
+        expected = self._progress.expected
         for run in self.datasets:
             seen: dict[str, str] = {}  # ids are unique per subset (its outputs are its own)
-            current = None
+            current = origin = None
             for subset, loaded in iter_samples(self.cfg, run, strict=self.cfg.strict):
                 if subset != current:
                     current, seen = subset, {}
                 mine = dealer is None or dealer.owns(*_deal_key(run.name, subset, loaded))
                 if isinstance(loaded, RecordError):
                     if mine:
+                        expected.bad()
                         self._skip(run, subset, str(loaded))
                     continue
                 if mine:
                     self._side.loaded(loaded)
+                new_record, origin = loaded.origin != origin, loaded.origin
                 first = seen.setdefault(loaded.id, str(loaded.origin))
+                if mine:
+                    expected.sample(new_record=new_record, kept=first == str(loaded.origin))
                 if first != str(loaded.origin):
                     if mine:
                         self._skip(run, subset, f"{loaded.origin}: id: duplicate sample id "
@@ -239,6 +253,7 @@ class Runner:
                     continue
                 for repeat in range(self.cfg.repeats):
                     yield Item(run, subset, loaded, repeat)
+        expected.finish()
 
     def _skip(self, run: DatasetRun, subset: str, problem: str) -> None:
         run.summary.skipped += 1
@@ -258,6 +273,10 @@ class Runner:
         self._model_slots = asyncio.Semaphore(n_model)
         self._score_slots = asyncio.Semaphore(n_score)
         self._live.client = client
+        records = sum(planned_records(self.cfg, run) for run in self.datasets)
+        shard = Dealer.of(self.cfg.shard)  # a shard's total: the records dealt to it
+        self._progress.expected = Expected(shard.share(records) if shard else records,
+                                           self.cfg.repeats)
         self._progress.open()
         items = self._items()
         try:

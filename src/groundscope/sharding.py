@@ -76,6 +76,15 @@ class Dealer:
         """The dealer of a config's ``shard`` (None: not sharded)."""
         return None if shard is None else cls(*parse_shard(shard))
 
+    def share(self, records: int) -> int:
+        """How many of a stream of ``records`` records fall to this shard when none is in a
+        group (a group moves records between shards: the progress total corrects it).
+
+        >>> [Dealer(k, 3).share(7) for k in (1, 2, 3)], Dealer(3, 4).share(2)
+        ([3, 2, 2], 0)
+        """
+        return max(0, records - self.k + self.n) // self.n
+
     def owns(self, record: tuple[str, str, Hashable], group: str | None) -> bool:
         """Whether this shard asks the item of ``record`` ``(dataset, subset, origin)``,
         whose consistency group is ``group`` (None: the record is its own group)."""

@@ -38,6 +38,7 @@ from typing import IO, Any
 
 import orjson
 
+from groundscope.dataset.rowcount import count_rows
 from groundscope.errors import DatasetError, RecordError
 from groundscope.types import Origin
 
@@ -73,11 +74,13 @@ def iter_records(path: Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
     )
 
 
-def count_records(path: Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> int:
+def count_records(path: Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+                  exact: bool = True) -> int:
     """The number of records ``iter_records`` yields (bad ones included), cheaply.
 
     parquet reads the footer only; JSONL counts non-blank lines; TSV / CSV re-parse the rows
-    without building records.
+    without building records, or with ``exact=False`` count them from the bytes
+    (``rowcount.count_rows``: no cell is decoded; the progress display's estimate).
     """
     path = Path(path)
     suffix = path.suffix.lower()
@@ -87,6 +90,9 @@ def count_records(path: Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTE
         with _open_binary(path) as handle:
             return sum(1 for raw in _lines(handle, max_record_bytes, split_cr=False)
                        if raw is None or raw.strip())
+    if suffix in (".tsv", ".csv") and not exact:
+        with _open_binary(path) as handle:
+            return count_rows(handle, max_record_bytes, MAX_ROW_LINES)
     if suffix in (".tsv", ".csv"):
         return sum(1 for _ in iter_records(path, max_record_bytes=max_record_bytes))
     iter_records(path)  # raises the unsupported-type error
