@@ -128,3 +128,20 @@ def test_a_run_shows_score_in_flight_retries_429s_tokens_and_cost(
     assert f"cost {rep.summary.usage.total.cost:.4g}" in last
     first = shown[0]
     assert re.search(r"retries \d+, 429s \d+", first) and "in flight " in first
+
+
+def test_judge_clients_of_one_endpoint_show_its_limit_once(tmp_path: Path) -> None:
+    """The grounding demo's judge panels (claims, verification, ...) talk to one endpoint
+    through one gate: the live view counts its limit once (8, the judge concurrency), not
+    once per client or name it is known by."""
+    import yaml
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    cfg = yaml.safe_load((examples / "grounding_demo.yaml").read_text())
+    cfg["dataset_args"]["general_vqa"]["local_path"] = str(examples / "grounding")
+    cfg["simulator"]["truth"] = str(examples / "grounding" / "truth.json")
+    report = run_task({**cfg, "work_dir": str(tmp_path / "out"), "no_timestamp": True,
+                       "eval_batch_size": 8, "judge_concurrency": 8})
+    log_file = Path(report.run_dir) / "logs" / "eval_log.log"
+    last = [x for x in log_file.read_text().splitlines() if "samples done" in x][-1]
+    assert "in flight 0/8, judges 0/8 " in last, last

@@ -62,9 +62,12 @@ class LiveView:
         seen: set[int] = set()
 
         def once(gates: list[Gate]) -> list[GateStats]:
-            fresh = [g for g in gates if id(g) not in seen]
-            seen.update(id(g) for g in fresh)
-            return [g.stats for g in fresh]
+            fresh = []
+            for g in gates:
+                if id(g) not in seen:
+                    seen.add(id(g))
+                    fresh.append(g.stats)
+            return fresh
 
         gates = self.scoring.gates  # a Ray run's: the driver's views of the shared gates
         model = once([self.client.gate] if self.client is not None else
