@@ -122,6 +122,7 @@ class SampleWorker:
         self._scorers: dict[str, list[Scorer]] = {}
         self._redact = str
         self._max_pixels = media.DEFAULT_MAX_PIXELS
+        self._media = media.MediaSettings()
 
     def _gate(self, key: str, limit: int) -> RemoteGate:
         return RemoteGate(self._gates[key], self.worker, limit)
@@ -150,6 +151,7 @@ class SampleWorker:
             concurrency=cfg.eval_batch_size, max_response_bytes=cfg.max_response_bytes,
             wire=wire_api(api), gate=self._gate(MODEL_GATE, cfg.eval_batch_size))
         self._max_pixels = cfg.max_image_pixels
+        self._media = cfg.media_settings()
         return None
 
     def _reply_cache(self, purpose: str) -> ForwardedCache:
@@ -161,6 +163,7 @@ class SampleWorker:
         (what is ready at once goes back as one list: one object per batch, not per event)."""
         media.set_media_roots(self._roots)  # this call's context: the driver's roots
         media.set_max_pixels(self._max_pixels)
+        media.set_media_settings(self._media)  # frames, image sizes, wav: as the local runner
         queue: asyncio.Queue[Event] = asyncio.Queue()
         running = [asyncio.create_task(self._one(task, queue)) for task in tasks]
         left = len(tasks)
