@@ -59,6 +59,25 @@ def make_vqa_dataset(n: int, *, image_kb: int = 100, distinct: int | None = None
     return root
 
 
+def write_clip(out: Path, seed: int) -> None:
+    """A short clip written with PyAV: 3 s, 10 fps, 320x240, MPEG-4, a keyframe every 10
+    frames, colours from ``seed`` (each seed its own bytes) and a moving white band."""
+    import av
+    import numpy as np
+
+    with av.open(str(out), "w", format="mp4") as container:
+        stream = container.add_stream("mpeg4", rate=10)
+        stream.width, stream.height, stream.pix_fmt, stream.gop_size = 320, 240, "yuv420p", 10
+        for k in range(30):
+            rgb = np.zeros((240, 320, 3), np.uint8)
+            rgb[:, :] = ((seed * 37 + k * 8) % 256, (seed * 11) % 256, (k * 8 + seed // 256) % 256)
+            rgb[k * 8:(k * 8) + 16, :, :] = 255  # a moving band
+            for packet in stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+
+
 def _photo_like(rng: random.Random) -> Any:
     """An 800x600 picture with gradients, shapes and grain: JPEG-compresses like a photo."""
     from PIL import Image, ImageDraw, ImageFilter

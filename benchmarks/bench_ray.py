@@ -1,17 +1,23 @@
 """Throughput of ``--executor ray`` with 1 vs 2 workers (and a local run for reference).
 
-Run by hand (needs ``pip install 'groundscope[ray]'``; not part of the test suite)::
+Run by hand (needs ``pip install 'groundscope[ray,video]'``; not part of the test suite)::
 
-    python benchmarks/bench_ray.py                  # N=160 records, one 1000x1000 noise PNG each
-    python benchmarks/bench_ray.py --n 400 --px 1400
+    python benchmarks/bench_ray.py                  # N=800 records, one short clip each
+    python benchmarks/bench_ray.py --n 2000
+    python benchmarks/bench_ray.py --media png      # N=160, one 1000x1000 noise PNG each
+    python benchmarks/bench_ray.py --media png --n 400 --px 1400
 
-Two simulator processes: one serves the model, the other an LLM judge that sees the image
-too (``judge.multimodal``), so each sample's media are read, hashed, base64-encoded and
-sent twice, by whichever process runs the sample: the CPU-bound part a worker takes off the
-driver. (Video frame decoding, the heavier case, is not on this branch's main yet.) One
-local Ray (``num_cpus=2``) is started once and used by both Ray runs. Each Ray run starts its
-own actors (one process per worker and per endpoint gate): the "streaming" column leaves
-that start-up out (the driver's dispatch phase alone), "end to end" keeps it.
+Two simulator processes: one serves the model, the other an LLM judge that sees the media
+too (``judge.multimodal``). ``--media video`` (the default): each record has its own short
+clip (3 s, 10 fps, 320x240 MPEG-4, written with PyAV like bench_video_frames.py) and the run
+uses ``video_frames: 8``, so whichever process runs a sample decodes its clip into 8 frames
+(once: the model and judge requests share the decoded frames), encodes them as JPEGs and
+sends them twice. ``--media png``: one ``px`` x ``px`` noise PNG per record, read, hashed,
+base64-encoded and sent twice. Either is the CPU-bound part a worker takes off the driver.
+One local Ray (``num_cpus=2``) is started once and used by both Ray runs. Each Ray run
+starts its own actors (one process per worker and per endpoint gate): the "streaming"
+column leaves that start-up out (the Ray driver's dispatch phase alone; for the local run,
+its item loop), "end to end" keeps it and the reports.
 """
 
 from __future__ import annotations
@@ -23,23 +29,35 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import CACHE, simulator_process
+from _common import CACHE, simulator_process, write_clip
 
 PHASE: dict[str, float] = {}
 
 
-def _time_dispatch() -> None:
-    """Time the driver's dispatch phase (its actors already up): a hand-run probe."""
+def _time_streaming() -> None:
+    """Time the streaming phase (a hand-run probe): the Ray driver's dispatch (its actors
+    already up) and, for the local run, the runner's item loop (its client already up)."""
+    from groundscope import runner
     from groundscope.scaleout import driver
 
-    dispatch = driver.RayDriver._dispatch
+    dispatch, evaluate = driver.RayDriver._dispatch, runner.Runner._evaluate
 
-    async def timed(self: Any, *args: Any) -> None:
+    async def timed_dispatch(self: Any, *args: Any) -> None:
         t0 = time.perf_counter()
         await dispatch(self, *args)
-        PHASE["dispatch"] = time.perf_counter() - t0
+        PHASE["streaming"] = time.perf_counter() - t0
 
-    driver.RayDriver._dispatch = timed  # type: ignore[method-assign]
+    async def timed_evaluate(self: Any, *args: Any) -> None:
+        t0 = time.perf_counter()
+        await evaluate(self, *args)
+        PHASE["streaming"] = time.perf_counter() - t0
+
+    driver.RayDriver._dispatch = timed_dispatch  # type: ignore[method-assign]
+    runner.Runner._evaluate = timed_evaluate  # type: ignore[method-assign]
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def noise_png_dataset(n: int, px: int) -> Path:
@@ -67,6 +85,25 @@ def noise_png_dataset(n: int, px: int) -> Path:
     return root
 
 
+def clip_dataset(n: int) -> Path:
+    """``n`` General-VQA records, each with its own short clip (``<video 1>``), cached
+    under GROUNDSCOPE_BENCH_DIR."""
+    import json
+
+    root = CACHE / f"ray_clips_{n}"
+    data = root / "bench.jsonl"
+    if data.exists():
+        return root
+    (root / "clips").mkdir(parents=True, exist_ok=True)
+    with data.open("w") as fh:
+        for i in range(n):
+            write_clip(root / "clips" / f"{i}.mp4", i)
+            rec = {"id": f"r{i}", "answer": "a band", "video_1": f"clips/{i}.mp4",
+                   "messages": [{"role": "user", "content": f"Clip {i}: what happens in <video 1>?"}]}
+            fh.write(json.dumps(rec) + "\n")
+    return root
+
+
 def _task(model_url: str, judge_url: str, data: Path, work: Path, **extra: Any) -> dict[str, Any]:
     return {"model": "bench", "api_url": model_url, "datasets": ["general_vqa"],
             "dataset_args": {"general_vqa": {"local_path": str(data / "bench.jsonl")}},
@@ -78,47 +115,62 @@ def _task(model_url: str, judge_url: str, data: Path, work: Path, **extra: Any) 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=160)
-    parser.add_argument("--px", type=int, default=1000, help="image side in pixels")
+    parser.add_argument("--n", type=int, default=None,
+                        help="records (default: 800 with --media video, 160 with png)")
+    parser.add_argument("--media", choices=("video", "png"), default="video",
+                        help="one short clip per record (video_frames 8) or one noise PNG")
+    parser.add_argument("--px", type=int, default=1000, help="PNG side in pixels (--media png)")
     args = parser.parse_args()
+    args.n = args.n or (800 if args.media == "video" else 160)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # no token written into ~/.ray
     import ray
 
     from groundscope import run_task
 
-    data = noise_png_dataset(args.n, args.px)
-    size = sum(p.stat().st_size for p in (data / "img").iterdir()) / args.n / 1e6
+    if args.media == "video":
+        data, media, task_extra = clip_dataset(args.n), "clips", {"video_frames": 8}
+        what = "one 3 s 320x240 MPEG-4 clip each, video_frames 8"
+    else:
+        data, media, task_extra = noise_png_dataset(args.n, args.px), "img", {}
+        what = f"one {args.px}x{args.px} noise PNG each"
+    size = sum(p.stat().st_size for p in (data / media).iterdir()) / args.n / 1e6
     temp = tempfile.mkdtemp(prefix="gs-bench-ray-")
     started = time.perf_counter()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=temp)
     print(f"ray.init: {time.perf_counter() - started:.1f} s (not in the figures below)")
-    print(f"N={args.n} records, one {args.px}x{args.px} noise PNG each ({size:.1f} MB); model and "
-          f"multimodal judge "
+    print(f"N={args.n} records, {what} ({size:.2f} MB); model and multimodal judge "
           f"on two simulator processes; eval_batch_size 16, judge_concurrency 16; "
-          f"{os.cpu_count()} CPUs (shared)")
-    _time_dispatch()
+          f"{os.cpu_count()} CPUs (shared), load average {_load()}")
+    _time_streaming()
     rates: dict[str, float] = {}
+    sent: dict[str, dict[str, int]] = {}  # prompt tokens per step: the same requests each run
     runs = (("local (1 process)", {}), ("ray, 1 worker", {"executor": "ray", "workers": 1}),
             ("ray, 2 workers", {"executor": "ray", "workers": 2}))
     with simulator_process(data) as model_url, simulator_process(data) as judge_url, \
             tempfile.TemporaryDirectory() as tmp:
-        print(f"  {'':<18} {'end to end':>22} {'streaming':>22}")
+        print(f"  {'':<18} {'end to end':>22} {'streaming':>22}  prompt tokens sent")
         for label, extra in runs:
             work = Path(tmp) / label.replace(" ", "_").replace(",", "")
             PHASE.clear()
             t0 = time.perf_counter()
-            report = run_task(_task(model_url, judge_url, data, work, **extra))
+            report = run_task(_task(model_url, judge_url, data, work, **task_extra, **extra))
             wall = time.perf_counter() - t0
             summary = report.dataset("general_vqa").summary
             assert summary.succeeded == args.n, summary
+            sent[label] = {step: sum(e.billed.prompt_tokens for e in by_model.values())
+                           for step, by_model in summary.usage.steps.items()}
             rates[label] = args.n / wall
-            stream = PHASE.get("dispatch")
+            stream = PHASE.get("streaming")
             if stream:
                 rates[f"{label} streaming"] = args.n / stream
             shown = f"{stream:6.1f} s {args.n / stream:7.1f}/s" if stream else f"{'-':>22}"
-            print(f"  {label:<18} {wall:6.1f} s {rates[label]:7.1f}/s  {shown}")
+            tokens = ", ".join(f"{step} {n / 1e6:.2f}M" for step, n in sorted(sent[label].items()))
+            print(f"  {label:<18} {wall:6.1f} s {rates[label]:7.1f}/s  {shown}  {tokens}")
     ray.shutdown()
+    print(f"load average after: {_load()}")
+    assert len({tuple(sorted(t.items())) for t in sent.values()}) == 1, \
+        f"the runs did not send the same requests: {sent}"
     for kind in ("", " streaming"):
         ratio = rates[f"ray, 2 workers{kind}"] / rates[f"ray, 1 worker{kind}"]
         print(f"  2 workers / 1 worker{kind or ' end to end'}: {ratio:.2f}x")

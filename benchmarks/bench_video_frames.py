@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import simulator_process
+from _common import simulator_process, write_clip
 
 FRAMES = 8
 SIDE = 768
@@ -59,25 +59,12 @@ print(json.dumps({"wall": wall, "pipeline": marks["end"] - marks["start"],
 
 def make_clips(root: Path, n: int) -> Path:
     """N clips and the same clips' 8 frames as images: ``clips.jsonl`` and ``frames.jsonl``."""
-    import av
-    import numpy as np
-
     from groundscope.media.decode import sample_frames
 
     clips, frames = [], []
     for i in range(n):
         out = root / f"clip{i:03d}.mp4"
-        with av.open(str(out), "w", format="mp4") as container:
-            stream = container.add_stream("mpeg4", rate=10)
-            stream.width, stream.height, stream.pix_fmt, stream.gop_size = 320, 240, "yuv420p", 10
-            for k in range(30):
-                rgb = np.zeros((240, 320, 3), np.uint8)
-                rgb[:, :] = ((i * 37 + k * 8) % 256, (i * 11) % 256, (k * 8) % 256)
-                rgb[k * 8:(k * 8) + 16, :, :] = 255  # a moving band
-                for packet in stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")):
-                    container.mux(packet)
-            for packet in stream.encode(None):
-                container.mux(packet)
+        write_clip(out, i)
         clips.append({"id": f"c{i}", "messages": [{"role": "user", "content":
                       "What happens in <video 1>?"}], "video_1": out.name, "answer": "a band"})
         jpegs = sample_frames(out.read_bytes(), out.name, count=FRAMES, fps=None,
