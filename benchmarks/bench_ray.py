@@ -17,7 +17,8 @@ base64-encoded and sent twice. Either is the CPU-bound part a worker takes off t
 One local Ray (``num_cpus=2``) is started once and used by both Ray runs. Each Ray run
 starts its own actors (one process per worker and per endpoint gate): the "streaming"
 column leaves that start-up out (the Ray driver's dispatch phase alone; for the local run,
-its item loop), "end to end" keeps it and the reports.
+its item loop), "end to end" keeps it and the reports. "CPU" is this process's CPU time
+(the driver's, for a Ray run: what it kept of the work).
 """
 
 from __future__ import annotations
@@ -149,13 +150,13 @@ def main() -> None:
             ("ray, 2 workers", {"executor": "ray", "workers": 2}))
     with simulator_process(data) as model_url, simulator_process(data) as judge_url, \
             tempfile.TemporaryDirectory() as tmp:
-        print(f"  {'':<18} {'end to end':>22} {'streaming':>22}  prompt tokens sent")
+        print(f"  {'':<18} {'end to end':>22} {'streaming':>22}  {'CPU':>7}  prompt tokens sent")
         for label, extra in runs:
             work = Path(tmp) / label.replace(" ", "_").replace(",", "")
             PHASE.clear()
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), time.process_time()
             report = run_task(_task(model_url, judge_url, data, work, **task_extra, **extra))
-            wall = time.perf_counter() - t0
+            wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
             summary = report.dataset("general_vqa").summary
             assert summary.succeeded == args.n, summary
             sent[label] = {step: sum(e.billed.prompt_tokens for e in by_model.values())
@@ -166,7 +167,8 @@ def main() -> None:
                 rates[f"{label} streaming"] = args.n / stream
             shown = f"{stream:6.1f} s {args.n / stream:7.1f}/s" if stream else f"{'-':>22}"
             tokens = ", ".join(f"{step} {n / 1e6:.2f}M" for step, n in sorted(sent[label].items()))
-            print(f"  {label:<18} {wall:6.1f} s {rates[label]:7.1f}/s  {shown}  {tokens}")
+            print(f"  {label:<18} {wall:6.1f} s {rates[label]:7.1f}/s  {shown}  {cpu:5.1f} s  "
+                  f"{tokens}")
     ray.shutdown()
     print(f"load average after: {_load()}")
     assert len({tuple(sorted(t.items())) for t in sent.values()}) == 1, \
