@@ -436,3 +436,50 @@ def test_a_resumed_ray_grounding_run_reuses_the_runs_judge_replies(
     assert asked == []
     assert len(rows_of(run_dir, "reviews")) == len(reviews[1])
     assert cache_rows(run_dir) == reviews[0]
+
+
+def test_ray_workers_send_videos_as_frames_as_a_local_run_does(ray_address: str,
+                                                                tmp_path: Path) -> None:
+    """The run's media settings are in force in the workers: with ``video_frames`` a video
+    reaches the wire as its frames, in order (as in a local run), never as the video."""
+    pytest.importorskip("av")
+    import base64
+    import io
+
+    from PIL import Image
+
+    from media_fixtures import write_jsonl
+    from video_fixtures import COLOURS, clip_bytes
+
+    data = tmp_path / "data"
+    data.mkdir()
+    records = []
+    for name, colours in (("fwd", COLOURS), ("rev", COLOURS[::-1])):
+        (data / f"{name}.mp4").write_bytes(clip_bytes(colours))
+        records.append({"id": name, "messages": [{"role": "user", "content":
+                        f"Clip {name}: <video 1> What colours?"}],
+                        "video_1": f"{name}.mp4", "answer": "colours"})
+    write_jsonl(data / "clips.jsonl", records)
+    server = SimulatorServer(keep_bodies=True)
+    url = server.start()
+    try:
+        run_task({"model": "m", "api_url": url, "datasets": ["general_vqa"],
+                  "dataset_args": {"general_vqa": {"local_path": str(data),
+                                                   "subset_list": ["clips"]}},
+                  "work_dir": str(tmp_path / "out"), "video_frames": len(COLOURS),
+                  "executor": "ray", "workers": 2})
+        bodies = server.bodies()
+    finally:
+        server.stop()
+
+    def colour(part: dict[str, Any]) -> tuple[int, ...]:
+        raw = base64.b64decode(part["image_url"]["url"].split(",", 1)[1])
+        px = Image.open(io.BytesIO(raw)).convert("RGB").getpixel((8, 8))
+        return tuple(255 if c > 127 else 0 for c in px)
+
+    for name, colours in (("fwd", COLOURS), ("rev", COLOURS[::-1])):
+        (body,) = [b for b in bodies if f"Clip {name}:" in json.dumps(b)]
+        parts = [p for m in body["messages"] if isinstance(m["content"], list)
+                 for p in m["content"]]
+        assert [p["type"] for p in parts] == ["text"] + ["image_url"] * len(COLOURS) + ["text"]
+        assert [colour(p) for p in parts[1:-1]] == colours
