@@ -41,7 +41,9 @@ def _rows(out: Path, pattern: str) -> list[dict[str, object]]:
     return [json.loads(line) for p in out.glob(pattern) for line in p.read_text().splitlines()]
 
 
-def test_hostile_videos_are_bad_samples_with_one_line(tmp_path: Path) -> None:
+def test_hostile_videos_are_bad_records_with_one_line(tmp_path: Path) -> None:
+    """A video frames cannot be sampled from is found at load, as audio to convert is: a
+    skipped record naming file:line: field, and the run (no --ignore-errors) goes on."""
     files = make(tmp_path / "data")
     names = ["good.mp4", *HOSTILE, "png_named.mp4"]
     write_jsonl(tmp_path / "data" / "v.jsonl", [
@@ -53,18 +55,18 @@ def test_hostile_videos_are_bad_samples_with_one_line(tmp_path: Path) -> None:
                                                                              .parent),
                                                             "subset_list": ["v"]}},
                            "work_dir": str(tmp_path / "out"), "video_frames": 8,
-                           "ignore_errors": True, "no_timestamp": True})
+                           "no_timestamp": True})
     summary = report.dataset("general_vqa").summary
-    assert (summary.succeeded, summary.errored) == (1, len(HOSTILE))
+    assert (summary.succeeded, summary.errored) == (1, 0)
     preds = {r["sample_id"]: r for r in _rows(tmp_path / "out", "predictions/*/*.jsonl")}
-    assert preds["good.mp4"]["status"] == "ok"
-    for name, problem in HOSTILE.items():
-        error = str(preds[name]["error"])
-        assert preds[name]["error_kind"] == "media"
-        assert error.startswith(str(files[name]) + problem) or error.startswith(name + problem)
-        assert "\n" not in error
-    (skipped,) = _rows(tmp_path / "out", "skipped.jsonl")
-    assert "png_named.mp4: not a video file (its bytes are image/png)" in str(skipped)
+    assert list(preds) == ["good.mp4"] and preds["good.mp4"]["status"] == "ok"
+    skipped = {str(r): r for r in _rows(tmp_path / "out", "skipped.jsonl")}
+    assert len(skipped) == len(HOSTILE) + 1
+    text = "\n".join(skipped)
+    for line, name in enumerate(names[1:-1], start=2):
+        problem = HOSTILE[name]
+        assert f"v.jsonl:{line}: video_1: {name}{problem}" in text, name
+    assert "png_named.mp4: not a video file (its bytes are image/png)" in text
 
 
 def test_png_bytes_are_not_decoded_as_a_video() -> None:

@@ -255,5 +255,20 @@ def probe_audio(data: bytes, what: str) -> None:
         container.close()
 
 
+def probe_video(data: bytes, what: str, *, max_pixels: int) -> None:
+    """Check that ``data`` is a video frames can be sampled from (a video stream with a
+    decoder, frames within the pixel cap, a positive duration), from its header: what a
+    record's video is checked for under ``video_frames``, before any request."""
+    container = _open(data, what)
+    try:
+        _span(container, _video_stream(container, what, max_pixels), what)
+    except MediaError:
+        raise
+    except Exception as exc:
+        raise MediaError(f"{what}: video cannot be read ({_why(exc)})") from None
+    finally:
+        container.close()
+
+
 def _encode(stream: Any, frames: list[Any]) -> list[Any]:
     return [packet for frame in frames for packet in stream.encode(frame)]
