@@ -153,3 +153,46 @@ def test_audio_to_convert_must_decode_at_load(tmp_path: Path) -> None:
             media.set_media_settings(media.MediaSettings())
         with pytest.raises(MediaError, match=r"unsupported audio format 'flac'"):
             media.check(MediaRef(Modality.AUDIO, str(good)), decode=False)  # not converted
+
+
+def _silent_flac(path: Path, minutes: int, rate: int = 8000) -> None:
+    import av
+    import numpy as np
+
+    with av.open(str(path), "w", format="flac") as container:
+        stream = container.add_stream("flac", rate=rate)
+        stream.layout = "mono"
+        chunk = np.zeros((1, rate * 60), np.int16)
+        for minute in range(minutes):
+            frame = av.AudioFrame.from_ndarray(chunk, format="s16", layout="mono")
+            frame.rate, frame.pts = rate, minute * rate * 60
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+
+
+def test_audio_too_long_to_convert_is_a_bad_record_at_load(tmp_path: Path) -> None:
+    """A 40-minute flac (1 MB) is over the wav budget once converted (16 kHz 16-bit: 77 MB):
+    found at load from its header's duration, a skipped record naming file:line: field, not
+    a failed sample that stops the run after decoding it."""
+    data = tmp_path / "data"
+    data.mkdir()
+    _silent_flac(data / "long.flac", 40)
+    (data / "good.mp4").write_bytes(clip_bytes(COLOURS))
+    write_jsonl(data / "a.jsonl", [
+        {"id": "long", "messages": [{"role": "user", "content": "<audio 1>"}],
+         "audio_1": "long.flac", "answer": "x"},
+        {"id": "good", "messages": [{"role": "user", "content": "<video 1>"}],
+         "video_1": "good.mp4", "answer": "x"}])
+    with SimulatorServer() as url:
+        report = run_task({"model": "m", "api_url": url, "datasets": ["general_vqa"],
+                           "dataset_args": {"general_vqa": {"local_path": str(data),
+                                                            "subset_list": ["a"]}},
+                           "work_dir": str(tmp_path / "out"), "video_frames": 4,
+                           "audio_transcode": True, "no_timestamp": True})
+    summary = report.dataset("general_vqa").summary
+    assert (summary.succeeded, summary.errored) == (1, 0)
+    (skipped,) = _rows(tmp_path / "out", "skipped.jsonl")
+    assert "a.jsonl:1: audio_1: long.flac: audio of 2400 s is over 67108864 bytes as wav" in str(
+        skipped)

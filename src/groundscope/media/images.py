@@ -159,7 +159,7 @@ def check(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES, decode: bool = T
     check_format(ref.kind, ref.format)
     fmt = supported_format(ref, read_raw(ref, max_bytes, head=64)[0])
     if ref.kind is Modality.AUDIO and fmt in TRANSCODED_AUDIO:  # to be converted: it must decode
-        probe_audio(read_raw(ref, max_bytes)[0], describe(ref))
+        probe_audio(read_raw(ref, max_bytes)[0], describe(ref), max_bytes=DEFAULT_MAX_BYTES)
     elif ref.kind is Modality.VIDEO and media_settings().video_frames:  # to be sampled
         probe_video(read_raw(ref, max_bytes)[0], describe(ref), max_pixels=max_pixels())
 
