@@ -473,6 +473,7 @@ def test_messages_options_and_subsets_are_capped(tmp_path: Path) -> None:
     ("judge.models[0].tpm", {"judge": {"models": {"model_id": "j", "api_url": "mock",
                                                   "tpm": False}}}),
     ("timeout", {"timeout": True}),
+    ("pricing.m.input", {"pricing": {"m": {"input": True, "output": 1.0}}}),
 ])
 def test_a_boolean_is_no_number(where: str, config: dict[str, Any]) -> None:
     """``rpm: true`` in a YAML file is a slip: pydantic read it as 1 (a run throttled to one
