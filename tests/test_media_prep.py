@@ -378,3 +378,19 @@ def test_audio_transcode_defaults_by_eval_type() -> None:
     assert not TaskConfig(**base, eval_type="mock").media_settings().audio_transcode
     assert not TaskConfig(**base, eval_type="openai_api",
                           audio_transcode=False).media_settings().audio_transcode
+
+
+def test_downscaled_exif_rotated_jpeg_keeps_its_upright_orientation(tmp_path: Path) -> None:
+    """A phone JPEG stored sideways with EXIF Orientation 6 (shown rotated 90 degrees): the
+    downscaled copy drops the EXIF block, so its pixels must be turned upright first."""
+    stored = Image.new("RGB", (800, 400), "red")
+    stored.paste((0, 0, 255), (0, 0, 400, 400))  # left half blue as stored
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    raw = _encoded(stored, "JPEG", exif=exif.tobytes())
+    sent = _sent_images(tmp_path, {"phone.jpg": raw}, max_image_side=200)
+    got = Image.open(io.BytesIO(sent["phone.jpg"]))
+    assert got.getexif().get(0x0112, 1) == 1
+    assert got.size == (100, 200)  # upright: taller than wide, as a viewer shows it
+    top, bottom = got.convert("RGB").getpixel((50, 20)), got.convert("RGB").getpixel((50, 180))
+    assert top[2] > 200 and bottom[0] > 200  # the stored left (blue) is on top once turned

@@ -463,3 +463,23 @@ def test_messages_options_and_subsets_are_capped(tmp_path: Path) -> None:
     cfg = load_config(_base(dataset_args={"general_vqa": {"local_path": str(many)}}))
     with pytest.raises(ConfigError, match=r"1001 subset files, over the limit of 1000"):
         plan_dataset(cfg, "general_vqa")
+
+
+@pytest.mark.parametrize("where, config", [
+    ("rpm", {"rpm": True}),
+    ("eval_batch_size", {"eval_batch_size": True}),
+    ("judge.models[0].rpm", {"judge": {"models": {"model_id": "j", "api_url": "mock",
+                                                  "rpm": True}}}),
+    ("judge.models[0].tpm", {"judge": {"models": {"model_id": "j", "api_url": "mock",
+                                                  "tpm": False}}}),
+    ("timeout", {"timeout": True}),
+    ("pricing.m.input", {"pricing": {"m": {"input": True, "output": 1.0}}}),
+])
+def test_a_boolean_is_no_number(where: str, config: dict[str, Any]) -> None:
+    """``rpm: true`` in a YAML file is a slip: pydantic read it as 1 (a run throttled to one
+    request a minute, silently). It is one line naming the key."""
+    base = {"model": "m", "api_url": "http://127.0.0.1:1/v1", "datasets": ["general_vqa"]}
+    with pytest.raises(ConfigError) as err:
+        load_config({**base, **config})
+    word = "false" if where.endswith("tpm") else "true"
+    assert str(err.value) == f"{where}: a number is expected, not {word}"

@@ -392,3 +392,17 @@ def test_resuming_with_another_media_root_is_no_config_change() -> None:
     from groundscope.resume import config_changes
 
     assert config_changes({"media_roots": [], "seed": 1}, {"media_roots": ["/data"], "seed": 1}) == []
+
+
+def test_a_fifo_or_folder_named_as_a_medium_is_one_line_saying_so(tmp_path: Path) -> None:
+    """A FIFO (or a folder) where a video / image should be: a bad record saying it is not a
+    regular file, not "file not found" (it exists); never opened, so nothing blocks."""
+    os.mkfifo(tmp_path / "pipe.mp4")
+    (tmp_path / "dir.png").mkdir()
+    with media.media_roots_in_force([tmp_path]):
+        with pytest.raises(MediaError, match=r"^video 'pipe\.mp4' is not a regular file "
+                                             r"\(a FIFO, socket or device\): "):
+            media.check(MediaRef(Modality.VIDEO, "pipe.mp4", base_dir=str(tmp_path)))
+        with pytest.raises(MediaError, match=r"^image 'dir\.png' is not a regular file "
+                                             r"\(a directory\): "):
+            media.check(MediaRef(Modality.IMAGE, "dir.png", base_dir=str(tmp_path)))

@@ -41,7 +41,9 @@ def _rows(out: Path, pattern: str) -> list[dict[str, object]]:
     return [json.loads(line) for p in out.glob(pattern) for line in p.read_text().splitlines()]
 
 
-def test_hostile_videos_are_bad_samples_with_one_line(tmp_path: Path) -> None:
+def test_hostile_videos_are_bad_records_with_one_line(tmp_path: Path) -> None:
+    """A video frames cannot be sampled from is found at load, as audio to convert is: a
+    skipped record naming file:line: field, and the run (no --ignore-errors) goes on."""
     files = make(tmp_path / "data")
     names = ["good.mp4", *HOSTILE, "png_named.mp4"]
     write_jsonl(tmp_path / "data" / "v.jsonl", [
@@ -53,18 +55,18 @@ def test_hostile_videos_are_bad_samples_with_one_line(tmp_path: Path) -> None:
                                                                              .parent),
                                                             "subset_list": ["v"]}},
                            "work_dir": str(tmp_path / "out"), "video_frames": 8,
-                           "ignore_errors": True, "no_timestamp": True})
+                           "no_timestamp": True})
     summary = report.dataset("general_vqa").summary
-    assert (summary.succeeded, summary.errored) == (1, len(HOSTILE))
+    assert (summary.succeeded, summary.errored) == (1, 0)
     preds = {r["sample_id"]: r for r in _rows(tmp_path / "out", "predictions/*/*.jsonl")}
-    assert preds["good.mp4"]["status"] == "ok"
-    for name, problem in HOSTILE.items():
-        error = str(preds[name]["error"])
-        assert preds[name]["error_kind"] == "media"
-        assert error.startswith(str(files[name]) + problem) or error.startswith(name + problem)
-        assert "\n" not in error
-    (skipped,) = _rows(tmp_path / "out", "skipped.jsonl")
-    assert "png_named.mp4: not a video file (its bytes are image/png)" in str(skipped)
+    assert list(preds) == ["good.mp4"] and preds["good.mp4"]["status"] == "ok"
+    skipped = {str(r): r for r in _rows(tmp_path / "out", "skipped.jsonl")}
+    assert len(skipped) == len(HOSTILE) + 1
+    text = "\n".join(skipped)
+    for line, name in enumerate(names[1:-1], start=2):
+        problem = HOSTILE[name]
+        assert f"v.jsonl:{line}: video_1: {name}{problem}" in text, name
+    assert "png_named.mp4: not a video file (its bytes are image/png)" in text
 
 
 def test_png_bytes_are_not_decoded_as_a_video() -> None:
@@ -151,3 +153,46 @@ def test_audio_to_convert_must_decode_at_load(tmp_path: Path) -> None:
             media.set_media_settings(media.MediaSettings())
         with pytest.raises(MediaError, match=r"unsupported audio format 'flac'"):
             media.check(MediaRef(Modality.AUDIO, str(good)), decode=False)  # not converted
+
+
+def _silent_flac(path: Path, minutes: int, rate: int = 8000) -> None:
+    import av
+    import numpy as np
+
+    with av.open(str(path), "w", format="flac") as container:
+        stream = container.add_stream("flac", rate=rate)
+        stream.layout = "mono"
+        chunk = np.zeros((1, rate * 60), np.int16)
+        for minute in range(minutes):
+            frame = av.AudioFrame.from_ndarray(chunk, format="s16", layout="mono")
+            frame.rate, frame.pts = rate, minute * rate * 60
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+
+
+def test_audio_too_long_to_convert_is_a_bad_record_at_load(tmp_path: Path) -> None:
+    """A 40-minute flac (1 MB) is over the wav budget once converted (16 kHz 16-bit: 77 MB):
+    found at load from its header's duration, a skipped record naming file:line: field, not
+    a failed sample that stops the run after decoding it."""
+    data = tmp_path / "data"
+    data.mkdir()
+    _silent_flac(data / "long.flac", 40)
+    (data / "good.mp4").write_bytes(clip_bytes(COLOURS))
+    write_jsonl(data / "a.jsonl", [
+        {"id": "long", "messages": [{"role": "user", "content": "<audio 1>"}],
+         "audio_1": "long.flac", "answer": "x"},
+        {"id": "good", "messages": [{"role": "user", "content": "<video 1>"}],
+         "video_1": "good.mp4", "answer": "x"}])
+    with SimulatorServer() as url:
+        report = run_task({"model": "m", "api_url": url, "datasets": ["general_vqa"],
+                           "dataset_args": {"general_vqa": {"local_path": str(data),
+                                                            "subset_list": ["a"]}},
+                           "work_dir": str(tmp_path / "out"), "video_frames": 4,
+                           "audio_transcode": True, "no_timestamp": True})
+    summary = report.dataset("general_vqa").summary
+    assert (summary.succeeded, summary.errored) == (1, 0)
+    (skipped,) = _rows(tmp_path / "out", "skipped.jsonl")
+    assert "a.jsonl:1: audio_1: long.flac: audio of 2400 s is over 67108864 bytes as wav" in str(
+        skipped)

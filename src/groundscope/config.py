@@ -24,6 +24,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
@@ -51,6 +52,18 @@ class _Strict(BaseModel):
     # allow_inf_nan=False: ``timeout: .inf`` or ``--timeout nan`` is an error, not a hang
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True,
                               allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_as_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """``rpm: true`` is a slip, not 1 (pydantic would read a bool as 0 / 1): a number
+        field takes no true / false."""
+        if isinstance(value, bool) and info.field_name in cls.model_fields:
+            annotation = cls.model_fields[info.field_name].annotation
+            kinds = get_args(annotation) or (annotation,)
+            if bool not in kinds and (int in kinds or float in kinds):
+                raise ValueError(f"a number is expected, not {str(value).lower()}")
+        return value
 
 
 class DatasetArgs(_Strict):

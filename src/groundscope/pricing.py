@@ -13,7 +13,9 @@ price has no cost (``None``), never a guessed one.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_PRICED_MODELS = 256
 _MAX_PRICE = 1e6  # per million tokens: far above any real price, still finite
@@ -29,6 +31,14 @@ class Price(BaseModel):
     input: float = Field(ge=0.0, le=_MAX_PRICE, allow_inf_nan=False)
     output: float = Field(ge=0.0, le=_MAX_PRICE, allow_inf_nan=False)
     cached_input: float | None = Field(default=None, ge=0.0, le=_MAX_PRICE, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool(cls, value: Any) -> Any:
+        """``input: true`` is a slip, not a price of 1 (pydantic reads a bool as 0 / 1)."""
+        if isinstance(value, bool):
+            raise ValueError(f"a number is expected, not {str(value).lower()}")
+        return value
 
     def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float:
         """The cost of a number of tokens (``cached_tokens`` is part of ``prompt_tokens``)."""

@@ -236,14 +236,19 @@ def audio_to_wav(data: bytes, what: str, *, max_bytes: int) -> bytes:
     return wav
 
 
-def probe_audio(data: bytes, what: str) -> None:
-    """Check that ``data`` holds a decodable audio stream (its first frame decodes): what a
-    record's audio to be converted to wav is checked for, before any request."""
+def probe_audio(data: bytes, what: str, *, max_bytes: int | None = None) -> None:
+    """Check that ``data`` holds a decodable audio stream (its first frame decodes) whose
+    length, as its header states it, fits in ``max_bytes`` of wav: what a record's audio to
+    be converted to wav is checked for, before any request."""
     container = _open(data, what)
     try:
         streams = container.streams.audio
         if not streams or streams[0].codec_context is None:
             raise MediaError(f"{what}: no audio stream")
+        seconds = (container.duration or 0) / 1_000_000
+        if max_bytes is not None and seconds * WAV_RATE * 2 > max_bytes:
+            raise MediaError(f"{what}: audio of {seconds:.0f} s is over {max_bytes} bytes as "
+                             f"wav ({WAV_RATE} Hz mono 16-bit)")
         for _ in container.decode(streams[0]):
             return
         raise MediaError(f"{what}: audio has no decodable samples")
@@ -251,6 +256,21 @@ def probe_audio(data: bytes, what: str) -> None:
         raise
     except Exception as exc:
         raise MediaError(f"{what}: audio cannot be decoded ({_why(exc)})") from None
+    finally:
+        container.close()
+
+
+def probe_video(data: bytes, what: str, *, max_pixels: int) -> None:
+    """Check that ``data`` is a video frames can be sampled from (a video stream with a
+    decoder, frames within the pixel cap, a positive duration), from its header: what a
+    record's video is checked for under ``video_frames``, before any request."""
+    container = _open(data, what)
+    try:
+        _span(container, _video_stream(container, what, max_pixels), what)
+    except MediaError:
+        raise
+    except Exception as exc:
+        raise MediaError(f"{what}: video cannot be read ({_why(exc)})") from None
     finally:
         container.close()
 

@@ -9,9 +9,9 @@ from contextvars import ContextVar
 from typing import Any
 
 from groundscope.errors import MediaError
-from groundscope.media.decode import probe_audio
+from groundscope.media.decode import probe_audio, probe_video
 from groundscope.media.formats import check_format, sniff_mime
-from groundscope.media.settings import TRANSCODED_AUDIO
+from groundscope.media.settings import TRANSCODED_AUDIO, media_settings
 from groundscope.media.sources import (
     DEFAULT_MAX_BYTES,
     classify,
@@ -141,7 +141,8 @@ def check(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES, decode: bool = T
     (:func:`max_pixels`); ``decode=False`` reads only the image header (cheap: an
     unreadable header and the pixel cap are caught, a truncated body is not). Audio and
     video only have their header sniffed, except audio to be converted to wav
-    (``audio_transcode``: flac, ogg, m4a), whose first frame must decode. Remote URLs are
+    (``audio_transcode``: flac, ogg, m4a), whose first frame must decode, and video to be
+    sampled (``video_frames``), which must open with a video stream and a duration. Remote URLs are
     checked for a format hint only.
     """
     if is_remote(ref):
@@ -158,7 +159,9 @@ def check(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES, decode: bool = T
     check_format(ref.kind, ref.format)
     fmt = supported_format(ref, read_raw(ref, max_bytes, head=64)[0])
     if ref.kind is Modality.AUDIO and fmt in TRANSCODED_AUDIO:  # to be converted: it must decode
-        probe_audio(read_raw(ref, max_bytes)[0], describe(ref))
+        probe_audio(read_raw(ref, max_bytes)[0], describe(ref), max_bytes=DEFAULT_MAX_BYTES)
+    elif ref.kind is Modality.VIDEO and media_settings().video_frames:  # to be sampled
+        probe_video(read_raw(ref, max_bytes)[0], describe(ref), max_pixels=max_pixels())
 
 
 def _header_image(ref: MediaRef, max_bytes: int) -> Any:

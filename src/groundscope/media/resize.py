@@ -3,7 +3,8 @@
 ``fit_image`` returns ``None`` for an image already within ``max_side`` and ``max_bytes``
 (sent untouched), else new bytes of the same format: scaled so its longest side is at most
 ``max_side``, then, while over ``max_bytes``, saved at stepped-down quality (JPEG / WebP) and
-scaled by 3/4, never below :data:`MIN_SIDE` px. An image that cannot fit so is a
+scaled by 3/4, never below :data:`MIN_SIDE` px. An EXIF Orientation is applied to the pixels
+(the copy has no EXIF block to carry it). An image that cannot fit so is a
 ``MediaError`` saying how far it got. Modes are kept (RGBA stays RGBA, a palette with
 transparency keeps it); an animated GIF / WebP keeps its first frame only.
 """
@@ -44,13 +45,23 @@ def fit_image(data: bytes, what: str, *, max_side: int | None,
         fmt = _SAVE_AS.get(str(img.format), str(img.format))
         try:
             img.load()
-            return _shrink(img, fmt, what, max_side, max_bytes)
+            return _shrink(_upright(img), fmt, what, max_side, max_bytes)
         except MediaError:
             raise
         except Exception as exc:  # Pillow's many error types for a broken body
             raise MediaError(f"{what}: not a readable image ({exc})") from None
     finally:
         img.close()
+
+
+def _upright(img: Any) -> Any:
+    """The pixels as a viewer shows them: a new copy drops the EXIF block, and with it an
+    Orientation tag (a phone's sideways JPEG), so the turn is applied to the pixels."""
+    from PIL import ImageOps
+
+    if img.getexif().get(0x0112, 1) in (None, 1):
+        return img
+    return ImageOps.exif_transpose(img)
 
 
 def _shrink(img: Any, fmt: str, what: str, max_side: int | None,

@@ -149,6 +149,9 @@ def _lookup(ref: MediaRef, cwd: str) -> Path:
     for candidate in tried:
         if os.path.isfile(candidate):
             return Path(candidate)
+        if os.path.exists(candidate):  # a directory, a FIFO, a device: never opened
+            what = "a directory" if os.path.isdir(candidate) else "a FIFO, socket or device"
+            raise MediaError(f"{ref.kind} {text!r} is not a regular file ({what}): {candidate}")
     where = ", ".join(str(Path(t)) for t in tried)
     raise MediaError(f"{ref.kind} file not found: {text!r} (tried {where})")
 

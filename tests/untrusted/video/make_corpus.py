@@ -3,11 +3,11 @@
 
     python tests/untrusted/video/make_corpus.py OUT_DIR
 
-Each file, and what sending it with ``--video-frames`` must give (a bad sample, one line):
+Each file, and what sending it with ``--video-frames`` must give (a bad record found at load, one line):
 
     good.mp4          8 colour frames: the control, sent as 8 images
     corrupt.mp4       an mp4 ``ftyp`` head, then junk                  not a readable media file
-    truncated.mp4     the first half of a good mp4 (no ``moov``)       not a readable media file
+    truncated.mp4     the first half of a good mp4 (no ``moov``)       no video stream
     no_frames.avi     an AVI with a video stream and no frame          no duration (no frames)
     png_named.mp4     PNG bytes named .mp4                             refused as a record
     long_gop.mp4      700 frames, one keyframe: sampled by seeking     8 frames (the per-seek
