@@ -27,7 +27,7 @@ from groundscope.client.ratelimit import (
     parse_duration,
 )
 from groundscope.client.retry import RetryPolicy
-from groundscope.errors import ConfigError, ResponseError
+from groundscope.errors import ConfigError, ResponseError, RetryableError
 from groundscope.simulator import SimBehaviour, SimulatorServer
 from groundscope.types import Message
 
@@ -331,6 +331,45 @@ async def test_insufficient_quota_is_one_clear_error_never_retried() -> None:
     assert "quota" in str(first.value) and first.value.attempts == 1
     assert client.gate.stats.rate_limited == 0 and client.gate.stats.paused_s == 0
     assert client.gate.stats.retries == 0 and len(server.seen) == 1  # the second: unsent
+
+
+async def test_an_endpoint_answering_only_429_is_given_up_on_after_a_bound() -> None:
+    """A server that never lets a request through would keep a run crawling (one request a
+    pause) for hours: after 10 x the longest retry wait (at least 300 s) of nothing but
+    429s, requests fail unsent as ``rate_limited``; any other answer resets the watch."""
+    now = [0.0]
+    retry = RetryPolicy(max_retries=3, base_delay=0.0, max_delay=0.0, jitter=0.0)
+    forever = Scripted([(429, RATE_429, {})])
+    with forever as url:
+        client = ChatClient(url, "m", retry=retry)
+        client.clock = lambda: now[0]
+        assert client.throttled_limit == 300.0
+        async with client:
+            with pytest.raises(RetryableError):
+                await client.complete(ask(0))  # 4 attempts, all 429
+            now[0] = 299.0
+            with pytest.raises(RetryableError):
+                await client.complete(ask(1))  # within the bound: still asked
+            now[0] = 301.0
+            with pytest.raises(ResponseError) as err:
+                await client.complete(ask(2))
+    assert err.value.kind == "rate_limited" and err.value.attempts == 1
+    assert "only HTTP 429" in str(err.value) and "--use-cache" in str(err.value)
+    assert len(forever.seen) == 8  # the third request was never sent
+
+    recovering = Scripted([(429, RATE_429, {})] * 4 + [(200, CHAT_OK, {})])
+    with recovering as url:
+        client = ChatClient(url, "m", retry=retry)
+        client.clock = lambda: now[0]
+        async with client:
+            now[0] = 0.0
+            with pytest.raises(RetryableError):
+                await client.complete(ask(0))
+            now[0] = 100.0
+            assert (await client.complete(ask(1))).text == "fine"  # an answer: watch reset
+            now[0] = 1000.0
+            assert (await client.complete(ask(2))).text == "fine"
+    assert len(recovering.seen) == 6
 
 
 # ---------------------------------------------------------------- a run, config, CLI

@@ -40,7 +40,7 @@ import dataclasses
 import hashlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -220,6 +220,9 @@ CHAT = WireAPI("openai_api", chat_endpoint, build_body, parse_completion, http_e
                remote_audio=True)
 
 
+THROTTLED_FLOOR_S = 300.0  # an endpoint answering only 429 this long is given up on
+
+
 class ChatClient:
     """A model client with one pooled keep-alive session, speaking ``wire`` (default
     :data:`CHAT`, OpenAI-compatible chat completions).
@@ -269,6 +272,9 @@ class ChatClient:
         self.gate: Gate = gate or RateGate(concurrency, rpm=rpm, tpm=tpm,
                                            max_pause=self.retry.max_delay)
         self._spent: ResponseError | None = None  # a quota error: later requests fail unsent
+        # since when the endpoint has answered nothing but 429 (None: it answered otherwise)
+        self._throttled_since: float | None = None
+        self.clock: Callable[[], float] = time.monotonic
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._redirects_logged: set[str] = set()
@@ -338,11 +344,18 @@ class ChatClient:
         outcome onto a Completion or an error."""
         if self._spent is not None:
             raise ResponseError(str(self._spent), kind=self._spent.kind, status=self._spent.status)
+        self._check_throttled()
         session = self._ensure_session()
         lease = await self.gate.acquire(tokens)
         outcome = Outcome()
         try:
+            self._check_throttled()  # (it may have waited out a pause that changed nothing)
             status, raw, headers = await self._send(session, body)
+            if status == 429:
+                if self._throttled_since is None:
+                    self._throttled_since = self.clock()
+            else:
+                self._throttled_since = None
             outcome = Outcome(status=status, headers=headers)
             if 300 <= status < 400:
                 raise self._redirect(status, headers.get("location"))
@@ -356,6 +369,24 @@ class ChatClient:
             return completion
         finally:
             await self.gate.release(lease, outcome)
+
+    def _check_throttled(self) -> None:
+        """Refuse to send once the endpoint has answered only 429 for :meth:`throttled_limit`
+        seconds: an endpoint that never lets a request through would otherwise keep the run
+        crawling (one request per pause) for hours. The sample fails as ``rate_limited``
+        (finished work is kept; ``--use-cache`` asks it again later)."""
+        since = self._throttled_since
+        if since is not None and self.clock() - since > self.throttled_limit:
+            raise ResponseError(
+                f"{self.api_url} has answered only HTTP 429 (rate limited) for over "
+                f"{self.throttled_limit:g}s: not asking it again in this run (resume later "
+                "with --use-cache RUN_DIR)", kind="rate_limited", status=429)
+
+    @property
+    def throttled_limit(self) -> float:
+        """How long an endpoint may answer only 429 before requests to it fail: ten of the
+        longest waits the retry policy allows, at least :data:`THROTTLED_FLOOR_S`."""
+        return max(THROTTLED_FLOOR_S, 10 * self.retry.max_delay)
 
     def _error(self, status: int, raw: bytes, headers: Mapping[str, str]) -> ModelError:
         """A non-200 reply's error; ``retry-after-ms`` counts too; a spent quota is kept."""
