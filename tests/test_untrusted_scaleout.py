@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cli_support import EXAMPLES, run_cli
+from groundscope import run_task
 from ray_support import RAY_ENV
 
 VQA = ["--eval-type", "mock", "--model", "m", "--datasets", "general_vqa", "--dataset-args",
@@ -24,3 +25,27 @@ def test_a_bad_ray_address_is_one_line_exit_2(address: str, tmp_path: Path) -> N
     assert "Traceback" not in done.stderr
     errors = [line for line in done.stderr.splitlines() if "error" in line]
     assert len(errors) == 1 and f"ray_address: cannot join a Ray cluster at {address!r}" in errors[0]
+
+
+@pytest.fixture(scope="module")
+def two_shards(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    base = tmp_path_factory.mktemp("scaleout_shards")
+    cfg = {"model": "m", "eval_type": "mock", "datasets": ["general_vqa"], "no_timestamp": True,
+           "dataset_args": {"general_vqa": {"local_path": str(EXAMPLES / "vqa")}}}
+    for k in (1, 2):
+        run_task({**cfg, "work_dir": str(base / f"s{k}"), "shard": f"{k}/2"})
+    return base / "s1", base / "s2"
+
+
+@pytest.mark.parametrize("into", [".", "sub/dir"])
+def test_merge_into_one_of_its_shards_is_refused(into: str, two_shards: tuple[Path, Path],
+                                                 tmp_path: Path) -> None:
+    s1, s2 = two_shards
+    before = sorted(p.name for p in s2.iterdir())
+    done = run_cli("merge", str(s1), str(s2), "--work-dir", str(s2 / into), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout[-1000:]
+    assert "Traceback" not in done.stderr
+    assert f"is inside shard 2/2 ({s2})" in done.stderr.strip().splitlines()[-1]
+    assert sorted(p.name for p in s2.iterdir()) == before  # nothing written into the shard
+    ok = run_cli("merge", str(s1), str(s2), "--work-dir", str(tmp_path / "merged"), cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr[-1000:]
