@@ -49,3 +49,12 @@ def test_merge_into_one_of_its_shards_is_refused(into: str, two_shards: tuple[Pa
     assert sorted(p.name for p in s2.iterdir()) == before  # nothing written into the shard
     ok = run_cli("merge", str(s1), str(s2), "--work-dir", str(tmp_path / "merged"), cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr[-1000:]
+
+
+def test_a_partial_merge_says_so_on_the_terminal(two_shards: tuple[Path, Path],
+                                                 tmp_path: Path) -> None:
+    done = run_cli("merge", str(two_shards[0]), "--partial", "--work-dir", str(tmp_path / "m"),
+                   cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-1000:]
+    assert ("groundscope: warning: partial merge: shard 2/2 missing; this report covers 1 of 2 "
+            "shards") in done.stderr.splitlines()
