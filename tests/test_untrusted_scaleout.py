@@ -4,6 +4,7 @@ inside one of the shards it reads."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,27 @@ def test_a_partial_merge_says_so_on_the_terminal(two_shards: tuple[Path, Path],
     assert done.returncode == 0, done.stderr[-1000:]
     assert ("groundscope: warning: partial merge: shard 2/2 missing; this report covers 1 of 2 "
             "shards") in done.stderr.splitlines()
+
+
+def _judge_figures(run_dir: Path) -> dict:
+    report = json.loads((run_dir / "reports" / "m" / "general_vqa.groundscope.json").read_text())
+    return {"judge": report["extra"]["judge"],
+            "rows": [(r["metric"], r["subset"], r["num"], r["score"]) for r in report["metrics"]]}
+
+
+def test_a_resume_with_fewer_records_reports_the_judge_figures_of_its_plan(tmp_path: Path) -> None:
+    """Resumed with a smaller ``limit`` (as a shard resumed under a changed config is), the
+    run's review file still holds the samples dropped from the plan: the judge figures
+    (agreement, judge vs human) count only the planned ones, as a fresh run does."""
+    cfg = {"model": "m", "eval_type": "mock", "datasets": ["general_vqa"], "no_timestamp": True,
+           "dataset_args": {"general_vqa": {"local_path": str(EXAMPLES / "judge")}},
+           "media_roots": [str(EXAMPLES / "media")], "repeats": 2,
+           "simulator": {"accuracy": 0.7, "judge_noise": 0.0, "seed": 0},
+           "judge": {"strategy": "llm", "models": [{"model_id": j, "api_url": "mock"}
+                                                   for j in ("ja", "jb", "jc")]}}
+    resumed, fresh = tmp_path / "resumed", tmp_path / "fresh"
+    run_task({**cfg, "work_dir": str(resumed)})
+    run_task({**cfg, "limit": 3, "work_dir": str(resumed), "use_cache": str(resumed)})
+    run_task({**cfg, "limit": 3, "work_dir": str(fresh)})
+    assert _judge_figures(resumed) == _judge_figures(fresh)
+    assert _judge_figures(fresh)["judge"]["judged"] == 6  # 3 records x 2 repeats
