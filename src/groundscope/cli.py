@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
+    from groundscope.report.model import Report
     from groundscope.simulator import SimBehaviour
 
 _S = argparse.SUPPRESS
@@ -345,8 +346,7 @@ def _cmd_report(ns: argparse.Namespace) -> int:
         set_media_roots(ns.media_roots)
     report = rebuild_report(ns.run_dirs[0])
     print(report.table())
-    for line in (w for d in report.datasets for w in d.summary.warnings):
-        print(f"groundscope: warning: {line}", file=sys.stderr)
+    _print_warnings(report)
     if (Path(report.run_dir) / "report.html").exists():
         print(f"HTML report: {visible(Path(report.run_dir) / 'report.html')}")
     return 0
@@ -360,8 +360,15 @@ def _cmd_merge(ns: argparse.Namespace) -> int:
     report = merge_runs(ns.run_dirs, ns.work_dir, partial=ns.partial)
     print(report.table())
     print(render_summary(report.datasets))
+    _print_warnings(report)  # a partial merge says so here, not only in the reports
     print(f"Merged {len(ns.run_dirs)} shards into {visible(report.run_dir)}")
     return 0
+
+
+def _print_warnings(report: Report) -> None:
+    """Each summary warning of the report's datasets, one line each on stderr."""
+    for line in (w for d in report.datasets for w in d.summary.warnings):
+        print(f"groundscope: warning: {line}", file=sys.stderr)
 
 
 def _sim_behaviour(ns: argparse.Namespace) -> SimBehaviour:

@@ -71,6 +71,7 @@ def merge_runs(run_dirs: Sequence[str | Path], work_dir: str | Path = "./outputs
         raise ConfigError("merge: no run directory given")
     shards = sorted((_read_shard(Path(d)) for d in run_dirs), key=lambda s: s.k)
     notes = _check_shards(shards, partial=partial)
+    _check_out_of_shards(Path(work_dir), shards)
     out = _write_merged(shards, Path(work_dir), notes)
     report = rebuild_report(out, notes=notes)
     empty = nothing_evaluated(report)
@@ -92,6 +93,17 @@ def _read_shard(path: Path) -> _Shard:
                          "joins the run directories of groundscope eval --shard K/N")
     k, n = parse_shard(cfg.shard)
     return _Shard(path, k, n, config, cfg)
+
+
+def _check_out_of_shards(work_dir: Path, shards: Sequence[_Shard]) -> None:
+    """The merged run is never written inside a shard: deleting the shards once merged
+    would take it along."""
+    out = work_dir.resolve()
+    for s in shards:
+        src = s.path.resolve()
+        if out == src or src in out.parents:
+            raise ConfigError(f"merge: --work-dir {work_dir} is inside shard {s.name} "
+                              f"({s.path}); choose a directory outside the shards")
 
 
 def _check_shards(shards: Sequence[_Shard], *, partial: bool) -> list[str]:

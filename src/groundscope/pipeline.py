@@ -180,9 +180,15 @@ def record_score(store: RunStore, run: DatasetRun, sample: Sample, scored: Score
     if scored.new:
         store.append_score(run.name, sample.subset, scored.score, scored.request_hash)
     run.acc.add(sample.subset, scored.score, scored.keys, category_of(sample.metadata))
+    _note_scored(run, sample.subset, scored.score)
     if scored.score.usage:
         run.summary.usage.add_calls(scored.score.usage, reused=not scored.new)
     run.groups.collect(sample.subset, scored.score)
+
+
+def _note_scored(run: DatasetRun, subset: str, score: Score) -> None:
+    if run.scored is not None:  # the report's judge figures count this run's scores only
+        run.scored.setdefault(subset, set()).add((score.sample_id, score.repeat))
 
 
 async def finish_groups(store: RunStore, run: DatasetRun) -> None:
@@ -190,5 +196,6 @@ async def finish_groups(store: RunStore, run: DatasetRun) -> None:
     for subset, score, keys in await run.groups.finish():
         store.append_score(run.name, subset, score, GROUP_REQUEST_HASH)
         run.acc.add(subset, score, keys)
+        _note_scored(run, subset, score)
         if score.usage:
             run.summary.usage.add_calls(score.usage)

@@ -37,6 +37,10 @@ class DatasetRun:
     groups: GroupStage = field(default_factory=lambda: GroupStage(()))
     cache: dict[str, dict[tuple[str, int], dict[str, Any]]] = field(default_factory=dict)
     review_cache: dict[str, dict[tuple[str, int, str], dict[str, Any]]] = field(default_factory=dict)
+    # per subset, the (sample id, repeat) this run scored: the judge and grounding figures,
+    # read from the saved reviews, count only these (a resume's file may hold samples no
+    # longer planned). None: not tracked (``report`` / ``score`` count every saved review).
+    scored: dict[str, set[tuple[str, int]]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

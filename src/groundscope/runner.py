@@ -83,6 +83,8 @@ class Runner:
         self.progress = sys.stderr.isatty() if progress is None else progress
         self.scoring = ScoringContext.from_config(cfg)  # its run_dir: once the store is open
         self.datasets = [plan_dataset(cfg, name, self.scoring) for name in cfg.datasets]
+        for run in self.datasets:
+            run.scored = {}  # the report's judge figures: this plan's samples only
         check_subset_files((run.name, subset) for run in self.datasets for subset in run.subsets)
         self._media_roots = run_media_roots(cfg)  # a bad --media-root: before a run directory
         if cfg.executor == "ray":  # keys as $NAME, then Ray installed: before a run directory

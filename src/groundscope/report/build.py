@@ -36,6 +36,7 @@ class DatasetTotals(Protocol):
     subsets: list[str]
     summary: Summary
     acc: MetricAccumulator
+    scored: Mapping[str, set[tuple[str, int]]] | None
 
 
 def build_dataset_report(store: RunStore, run: DatasetTotals, *, model: str, seed: int,
@@ -53,8 +54,8 @@ def build_dataset_report(store: RunStore, run: DatasetTotals, *, model: str, see
         summary=run.summary,
         metrics=[MetricRow.from_result(r, c) for c, r in run.acc.rows(seed=seed)],
     )
-    rep = add_judge_stats(rep, judge, store)
-    rep = add_grounding_stats(rep, judge, store)
+    rep = add_judge_stats(rep, judge, store, only=run.scored)
+    rep = add_grounding_stats(rep, judge, store, only=run.scored)
     store.write_report(run.name, rep.model_dump(mode="json"), evalscope_report(rep))
     return rep
 

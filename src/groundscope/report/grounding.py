@@ -138,13 +138,17 @@ def with_grounding_stats(rep: DatasetReport, judge: JudgeConfig | None,
     return rep.model_copy(update={"extra": {**rep.extra, "grounding": extra}})
 
 
-def add_grounding_stats(rep: DatasetReport, judge: JudgeConfig | None,
-                        store: RunStore) -> DatasetReport:
-    """:func:`with_grounding_stats` over the run directory's saved reviews."""
+def add_grounding_stats(rep: DatasetReport, judge: JudgeConfig | None, store: RunStore, *,
+                        only: Mapping[str, set[tuple[str, int]]] | None = None) -> DatasetReport:
+    """:func:`with_grounding_stats` over the run directory's saved reviews; ``only``: per
+    subset, the ``(sample id, repeat)`` to count (None: all)."""
     if not _KEYS & {r.metric for r in rep.metrics}:
         return rep
     from groundscope.store import score_from_json
 
     scores = {s: [score_from_json(r) for r in store.load_reviews(rep.dataset, s).values()]
               for s in rep.subsets}
+    if only is not None:
+        scores = {s: [x for x in rows if (x.sample_id, x.repeat) in only.get(s, ())]
+                  for s, rows in scores.items()}
     return with_grounding_stats(rep, judge, scores)

@@ -149,8 +149,18 @@ def with_judge_stats(rep: DatasetReport, judge: JudgeConfig | None,
                                   "extra": {**rep.extra, "judge": extra}})
 
 
-def add_judge_stats(rep: DatasetReport, judge: JudgeConfig | None, store: RunStore) -> DatasetReport:
-    """:func:`with_judge_stats` over the run directory's saved reviews (read only if needed)."""
+def add_judge_stats(rep: DatasetReport, judge: JudgeConfig | None, store: RunStore, *,
+                    only: Mapping[str, set[tuple[str, int]]] | None = None) -> DatasetReport:
+    """:func:`with_judge_stats` over the run directory's saved reviews (read only if needed);
+    ``only``: per subset, the ``(sample id, repeat)`` to count (None: all)."""
     if judge is None or judge.strategy not in ("llm", "llm_recall") or not judge.models:
         return rep
-    return with_judge_stats(rep, judge, judged_scores(store, rep.dataset, rep.subsets))
+    scores = judged_scores(store, rep.dataset, rep.subsets)
+    return with_judge_stats(rep, judge, scores if only is None else planned_only(scores, only))
+
+
+def planned_only(scores: Mapping[str, list[Score]],
+                 only: Mapping[str, set[tuple[str, int]]]) -> dict[str, list[Score]]:
+    """``scores`` of the ``(sample id, repeat)`` in ``only`` (per subset)."""
+    return {subset: [s for s in rows if (s.sample_id, s.repeat) in only.get(subset, ())]
+            for subset, rows in scores.items()}

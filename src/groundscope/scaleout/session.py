@@ -16,6 +16,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from groundscope.errors import ConfigError
+
 log = logging.getLogger("groundscope")
 
 NAMESPACE = "groundscope"
@@ -64,7 +66,12 @@ def start_session(address: str | None, work_dir: str | os.PathLike[str]) -> Sess
     quiet = {"include_dashboard": False, "log_to_driver": False,
              "logging_level": logging.WARNING, "namespace": NAMESPACE}
     if address:
-        ray.init(address=address, **quiet)
+        try:
+            ray.init(address=address, **quiet)
+        except (ValueError, ConnectionError, RuntimeError) as exc:  # Ray's words, one line
+            reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+            raise ConfigError(f"ray_address: cannot join a Ray cluster at {address!r}: "
+                              f"{reason}") from None
         return Session(started=True)
     temp, scratch = temp_dir_for(work_dir)
     Path(temp).mkdir(parents=True, exist_ok=True)
