@@ -140,7 +140,7 @@ async def timed(self, client):  # the pipeline phase alone: load, request, score
     await _evaluate(self, client)
     marks["end"] = time.perf_counter()
 R.Runner._evaluate = timed
-from groundscope.client import openai as O
+from groundscope.client import chat as O
 done = []  # when each model request completed
 _complete = O.ChatClient.complete
 async def complete(self, *args, **kwargs):

@@ -28,7 +28,7 @@ from typing import Any
 from _common import make_vqa_dataset
 from groundscope import run_task
 from groundscope import runner as runner_module
-from groundscope.client.openai import ChatClient
+from groundscope.client.chat import ChatClient
 from groundscope.config import load_config
 from groundscope.errors import RecordError
 from groundscope.plan import iter_samples, plan_dataset

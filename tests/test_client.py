@@ -16,9 +16,9 @@ import pytest
 from PIL import Image
 from pydantic import SecretStr
 
+from groundscope.client.chat import ChatClient
 from groundscope.client.http_errors import http_error, parse_retry_after
 from groundscope.client.openai import (
-    ChatClient,
     build_body,
     effective_config,
     normalise_url,

@@ -15,7 +15,8 @@ from PIL import Image
 from api_support import MESSAGE_OK, Scripted, anthropic_error
 from groundscope.client import anthropic, responses
 from groundscope.client.apis import API_NAMES, wire_api
-from groundscope.client.openai import CHAT, ChatClient
+from groundscope.client.chat import ChatClient
+from groundscope.client.openai import CHAT
 from groundscope.client.retry import NO_RETRY, RetryPolicy
 from groundscope.errors import ConfigError, ModelError, ResponseError, RetryableError
 from groundscope.simulator import SimBehaviour, SimulatorServer

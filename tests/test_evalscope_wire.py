@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from cli_support import run_cli
-from groundscope.client.openai import ChatClient, build_body, request_hash
+from groundscope.client.chat import ChatClient
+from groundscope.client.openai import build_body, request_hash
 from groundscope.config import TaskConfig, load_config
 from groundscope.dataset import FormatContext, vqa
 from groundscope.errors import ConfigError

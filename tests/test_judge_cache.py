@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from groundscope.client.cache import CachedChat, ResponseCache, cache_key
-from groundscope.client.openai import ChatClient
+from groundscope.client.chat import ChatClient
 from groundscope.scoring.judge_prompt import judge_prompt
 from groundscope.simulator import JudgeResponder, SimulatorServer
 from groundscope.types import Completion, MediaPart, MediaRef, Message, Modality, TextPart, Usage

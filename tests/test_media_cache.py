@@ -83,10 +83,12 @@ def test_no_payload_is_kept_after_requests_complete(tmp_path: Path, fresh_cache)
         finally:
             tracemalloc.stop()
     assert fresh_cache.encoded == 60 and fresh_cache.size == 0
-    # Payloads are made in media/wire.py and serialised into a body in client/openai.py:
-    # nothing allocated there survives the run, while 30 payloads (~1 MB) went through.
+    # Payloads are made in media/wire.py, put in a body in client/openai.py and serialised in
+    # client/chat.py: nothing allocated there survives the run, while 30 payloads (~1 MB)
+    # went through.
     where = [tracemalloc.Filter(True, "*groundscope/media/wire.py"),
-             tracemalloc.Filter(True, "*groundscope/client/openai.py")]
+             tracemalloc.Filter(True, "*groundscope/client/openai.py"),
+             tracemalloc.Filter(True, "*groundscope/client/chat.py")]
     kept = sum(stat.size for stat in snapshot.filter_traces(where).statistics("filename"))
     assert payload_bytes > 500_000
     assert kept < 4096, kept

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from groundscope.client.openai import ChatClient
+from groundscope.client.chat import ChatClient
 from groundscope.config import load_config
 from groundscope.errors import RecordError
 from groundscope.pipeline import SampleResult, Saved, evaluate_sample

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from tests.api_support import Scripted
 
+from groundscope.client.chat import ChatClient
 from groundscope.client.gate import Outcome, RateGate
-from groundscope.client.openai import ChatClient
 from groundscope.client.ratelimit import (
     MAX_PAUSE_S,
     AdaptiveLimit,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from groundscope.client.openai import ChatClient
+from groundscope.client.chat import ChatClient
 from groundscope.client.retry import NO_RETRY
 from groundscope.errors import ResponseError
 from groundscope.simulator import JudgeResponder, SimBehaviour, SimulatorServer

@@ -14,7 +14,8 @@ import aiohttp
 import pytest
 from PIL import Image
 
-from groundscope.client.openai import ChatClient, build_body
+from groundscope.client.chat import ChatClient
+from groundscope.client.openai import build_body
 from groundscope.client.retry import RetryPolicy
 from groundscope.simulator.server import (
     DISTRACTOR,

@@ -27,7 +27,8 @@ from PIL import Image, PngImagePlugin
 
 from cli_support import run_cli
 from groundscope import media
-from groundscope.client.openai import ChatClient, build_body
+from groundscope.client.chat import ChatClient
+from groundscope.client.openai import build_body
 from groundscope.dataset import FormatContext, load_samples, vqa
 from groundscope.errors import MediaError, RecordError
 from groundscope.scoring.grounding_prompt import verify_messages

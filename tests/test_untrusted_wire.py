@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from cli_support import run_cli
+from groundscope.client.chat import ChatClient
 from groundscope.client.fetch import MediaFetcher, redirect_target
-from groundscope.client.openai import ChatClient
 from groundscope.client.retry import RetryPolicy
 from groundscope.errors import MediaFetchError
 from groundscope.simulator import SimulatorServer

@@ -22,8 +22,8 @@ from groundscope.types import ScoreStatus
 from groundscope.usage import Tokens, cost_text, short_count
 
 if TYPE_CHECKING:
+    from groundscope.client.chat import ChatClient
     from groundscope.client.gate import Gate, GateStats
-    from groundscope.client.openai import ChatClient
     from groundscope.pipeline import Scored
     from groundscope.plan import DatasetRun
     from groundscope.pricing import Price

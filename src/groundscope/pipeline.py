@@ -31,7 +31,7 @@ from groundscope.types import Prediction, PredictionStatus, Sample, Score, Score
 from groundscope.usage import metering
 
 if TYPE_CHECKING:
-    from groundscope.client.openai import ChatClient
+    from groundscope.client.chat import ChatClient
     from groundscope.plan import DatasetRun
 
 log = logging.getLogger("groundscope")

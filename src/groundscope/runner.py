@@ -68,7 +68,7 @@ from groundscope.types import PredictionStatus, Sample
 from groundscope.usage import MODEL_STEP
 
 if TYPE_CHECKING:
-    from groundscope.client.openai import ChatClient
+    from groundscope.client.chat import ChatClient
 
 log = logging.getLogger("groundscope")
 
@@ -173,7 +173,7 @@ class Runner:
         """The items on this process's event loop, through one model client."""
         cfg = self.cfg
         from groundscope.client.apis import wire_api
-        from groundscope.client.openai import ChatClient
+        from groundscope.client.chat import ChatClient
         from groundscope.client.retry import RetryPolicy
 
         api = cfg.simulator.api if cfg.eval_type == "mock" else cfg.eval_type

@@ -1,7 +1,7 @@
 """The Anthropic Messages API (``--eval-type anthropic_api``): request build and reply parse, pure.
 
 :data:`MESSAGES` is the :class:`~groundscope.client.wire.WireAPI` that
-:class:`~groundscope.client.openai.ChatClient` (retries, concurrency, size cap, redirect
+:class:`~groundscope.client.chat.ChatClient` (retries, concurrency, size cap, redirect
 refusal, redaction) speaks for this API.
 
 Request: ``POST {base}/v1/messages`` (a base ending in ``/v1`` gets ``/messages``, one

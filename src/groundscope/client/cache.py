@@ -29,7 +29,8 @@ import orjson
 
 from groundscope import media
 from groundscope.bounds import MAX_RUN_LINE_BYTES
-from groundscope.client.openai import ChatClient, effective_config
+from groundscope.client.chat import ChatClient
+from groundscope.client.openai import effective_config
 from groundscope.client.reply import MAX_TOKEN_COUNT
 from groundscope.errors import StoreError
 from groundscope.fileio import open_regular, write_error

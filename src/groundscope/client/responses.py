@@ -2,7 +2,7 @@
 parse, pure.
 
 :data:`RESPONSES` is the :class:`~groundscope.client.wire.WireAPI` that
-:class:`~groundscope.client.openai.ChatClient` (retries, concurrency, size cap, redirect
+:class:`~groundscope.client.chat.ChatClient` (retries, concurrency, size cap, redirect
 refusal, redaction) speaks for this API.
 
 Request: ``POST {base}/responses`` (``/v1/responses`` for a URL without a path; a URL ending

@@ -1,6 +1,6 @@
 """What one model API's wire module provides to the client policy, and helpers they share.
 
-:class:`~groundscope.client.openai.ChatClient` is the policy (one pooled session, the
+:class:`~groundscope.client.chat.ChatClient` is the policy (one pooled session, the
 concurrency bound, retries, the reply size cap, redirect refusal, redaction); a
 :class:`WireAPI` is the protocol it speaks, four pure functions:
 

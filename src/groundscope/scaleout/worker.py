@@ -22,7 +22,7 @@ from typing import Any
 from groundscope import media
 from groundscope.client.apis import wire_api
 from groundscope.client.cache import ResponseCache, SharedReplies
-from groundscope.client.openai import ChatClient
+from groundscope.client.chat import ChatClient
 from groundscope.client.retry import RetryPolicy
 from groundscope.config import JudgeModel, TaskConfig, load_config
 from groundscope.errors import GroundscopeError

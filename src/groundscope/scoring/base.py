@@ -21,8 +21,8 @@ from groundscope.types import Prediction, PredictionStatus, Sample, Score, Score
 
 if TYPE_CHECKING:
     from groundscope.client.cache import ResponseCache
+    from groundscope.client.chat import ChatClient
     from groundscope.client.gate import Gate
-    from groundscope.client.openai import ChatClient
     from groundscope.config import JudgeConfig, JudgeModel, TaskConfig
 
 T = TypeVar("T")

@@ -49,7 +49,7 @@ from groundscope.usage import record_call, step_of
 
 if TYPE_CHECKING:
     from groundscope.client.cache import CachedChat, ResponseCache
-    from groundscope.client.openai import ChatClient
+    from groundscope.client.chat import ChatClient
     from groundscope.config import JudgeConfig, JudgeModel
     from groundscope.scoring.base import ScoringContext
 
@@ -259,7 +259,7 @@ class JudgePanel:
 
     async def _connect(self, model: JudgeModel) -> ChatClient:
         from groundscope.client.apis import wire_api
-        from groundscope.client.openai import ChatClient
+        from groundscope.client.chat import ChatClient
         from groundscope.client.retry import RetryPolicy
 
         url = mock_url(self.ctx, model) or model.api_url
