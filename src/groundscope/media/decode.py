@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from groundscope.errors import MediaError
@@ -51,6 +53,22 @@ def _open(data: bytes, what: str) -> Any:
         raise MediaError(f"{what}: not a readable media file ({_why(exc)})") from None
 
 
+@contextmanager
+def _opened(data: bytes, what: str, failing: str) -> Iterator[Any]:
+    """The container of ``data``, closed after use; an error of FFmpeg's or PyAV's inside
+    (odd streams fail in many ways) becomes one ``MediaError``: "``what``: ``failing``
+    (FFmpeg's words)". A MediaError raised inside passes as it is."""
+    container = _open(data, what)
+    try:
+        yield container
+    except MediaError:
+        raise
+    except Exception as exc:
+        raise MediaError(f"{what}: {failing} ({_why(exc)})") from None
+    finally:
+        container.close()
+
+
 def _why(exc: BaseException) -> str:
     """FFmpeg's own words (``Invalid data found when processing input``), one line."""
     text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
@@ -61,8 +79,7 @@ def sample_frames(data: bytes, what: str, *, count: int, fps: float | None,
                   max_pixels: int, side: int) -> list[bytes]:
     """``count`` frames of a video (fewer at ``fps``: one per 1/fps seconds, at most
     ``count``), in order, as JPEG bytes whose longest side is at most ``side``."""
-    container = _open(data, what)
-    try:
+    with _opened(data, what, "video cannot be decoded") as container:
         stream = _video_stream(container, what, max_pixels)
         start, duration = _span(container, stream, what)
         n = count if not fps else max(1, min(count, math.floor(duration * fps)))
@@ -74,12 +91,6 @@ def sample_frames(data: bytes, what: str, *, count: int, fps: float | None,
         # measured on a 3 s clip it costs ~1 ms more than it saves
         stream.thread_type = "AUTO"
         return _seeking(container, stream, targets, what, max_pixels, _Encoder(side))
-    except MediaError:
-        raise
-    except Exception as exc:  # a decode error midway: FFmpeg's, or PyAV's on odd streams
-        raise MediaError(f"{what}: video cannot be decoded ({_why(exc)})") from None
-    finally:
-        container.close()
 
 
 def _video_stream(container: Any, what: str, max_pixels: int) -> Any:
@@ -207,8 +218,7 @@ def _filled(got: list[bytes], last: bytes | None, targets: list[float],
 def audio_to_wav(data: bytes, what: str, *, max_bytes: int) -> bytes:
     """The first audio stream of ``data`` as 16 kHz mono 16-bit wav (at most ``max_bytes``)."""
     av = _av()
-    container = _open(data, what)
-    try:
+    with _opened(data, what, "audio cannot be converted to wav") as container:
         if not container.streams.audio:
             raise MediaError(f"{what}: no audio stream")
         out = io.BytesIO()
@@ -225,12 +235,6 @@ def audio_to_wav(data: bytes, what: str, *, max_bytes: int) -> bytes:
                 sink.mux(packet)
             sink.mux(stream.encode(None))
         wav = out.getvalue()
-    except MediaError:
-        raise
-    except Exception as exc:
-        raise MediaError(f"{what}: audio cannot be converted to wav ({_why(exc)})") from None
-    finally:
-        container.close()
     if len(wav) <= 44:
         raise MediaError(f"{what}: audio has no decodable samples")
     return wav
@@ -240,8 +244,7 @@ def probe_audio(data: bytes, what: str, *, max_bytes: int | None = None) -> None
     """Check that ``data`` holds a decodable audio stream (its first frame decodes) whose
     length, as its header states it, fits in ``max_bytes`` of wav: what a record's audio to
     be converted to wav is checked for, before any request."""
-    container = _open(data, what)
-    try:
+    with _opened(data, what, "audio cannot be decoded") as container:
         streams = container.streams.audio
         if not streams or streams[0].codec_context is None:
             raise MediaError(f"{what}: no audio stream")
@@ -252,27 +255,14 @@ def probe_audio(data: bytes, what: str, *, max_bytes: int | None = None) -> None
         for _ in container.decode(streams[0]):
             return
         raise MediaError(f"{what}: audio has no decodable samples")
-    except MediaError:
-        raise
-    except Exception as exc:
-        raise MediaError(f"{what}: audio cannot be decoded ({_why(exc)})") from None
-    finally:
-        container.close()
 
 
 def probe_video(data: bytes, what: str, *, max_pixels: int) -> None:
     """Check that ``data`` is a video frames can be sampled from (a video stream with a
     decoder, frames within the pixel cap, a positive duration), from its header: what a
     record's video is checked for under ``video_frames``, before any request."""
-    container = _open(data, what)
-    try:
+    with _opened(data, what, "video cannot be read") as container:
         _span(container, _video_stream(container, what, max_pixels), what)
-    except MediaError:
-        raise
-    except Exception as exc:
-        raise MediaError(f"{what}: video cannot be read ({_why(exc)})") from None
-    finally:
-        container.close()
 
 
 def _encode(stream: Any, frames: list[Any]) -> list[Any]:
