@@ -304,3 +304,29 @@ def test_judge_urls_are_checked_before_any_request(bad: str) -> None:
     with pytest.raises(ConfigError, match=r"judge\.models\[0\]\.api_url"):
         load_config({"datasets": ["general_vqa"], "api_url": "http://x/v1",
                      "judge": {"strategy": "llm", "models": {"model_id": "j", "api_url": bad}}})
+
+
+def test_judge_requests_use_the_runs_retry_delays(tmp_path: Path) -> None:
+    """``--retry-base-delay`` / ``--retry-max-delay`` apply to judge requests as to the
+    model's (they were fixed at 0.5 s / 30 s: a run or ``score`` against a judge answering
+    garbage waited out the default backoff whatever the run asked)."""
+    from groundscope.config import TaskConfig
+
+    cfg = TaskConfig(model="m", api_url="http://127.0.0.1:9/v1", datasets=["general_vqa"],
+                     judge=judge_cfg("http://127.0.0.1:9/v1"), retry_base_delay=0.01,
+                     retry_max_delay=0.02, max_retries=3)
+    ctx = ScoringContext.from_config(cfg, tmp_path)
+    responder = JudgeResponder()
+    with SimulatorServer(responders=[responder]) as url:
+        ctx.judge = judge_cfg(url)
+        (scorer,) = build_scorers(["acc"], ctx)
+
+        async def one() -> Score:
+            try:
+                return await scorer.score(sample(), pred("a dog"))
+            finally:
+                await ctx.aclose()
+
+        assert asyncio.run(one()).status is ScoreStatus.OK
+    (client,) = ctx.judge_clients
+    assert (client.retry.max_retries, client.retry.base_delay, client.retry.max_delay) == (3, 0.01, 0.02)

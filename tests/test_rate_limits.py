@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.api_support import Scripted
 
+from api_support import Scripted
 from groundscope.client.chat import ChatClient
 from groundscope.client.gate import Outcome, RateGate
 from groundscope.client.ratelimit import (

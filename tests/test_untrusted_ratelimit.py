@@ -9,15 +9,15 @@ import math
 from pathlib import Path
 
 import pytest
-from tests.api_support import Scripted
-from tests.test_rate_limits import CHAT_OK, RATE_429, FakeClock
 
+from api_support import Scripted
 from groundscope.client.chat import ChatClient
 from groundscope.client.gate import Outcome, RateGate
 from groundscope.client.http_errors import http_error, parse_retry_after
 from groundscope.client.ratelimit import MAX_PAUSE_S, RateHeaders, parse_count, parse_duration
 from groundscope.client.retry import RetryPolicy
 from groundscope.types import Message
+from test_rate_limits import CHAT_OK, RATE_429, FakeClock
 
 CASES = json.loads((Path(__file__).parent / "untrusted" / "ratelimit" / "headers.json")
                    .read_text(encoding="utf-8"))

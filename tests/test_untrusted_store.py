@@ -76,7 +76,9 @@ def server(samples: list) -> Iterator[SimulatorServer]:
 def finished(data: Path, server: SimulatorServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished run (bleu and rouge scores), to be copied by tests that change it."""
     run_dir = tmp_path_factory.mktemp("finished") / "run"
-    proc = run_cli(eval_args(server.base_url, data, run_dir), cwd=run_dir.parent)
+    # fast retries: `score` against a broken judge retries with the run's delays
+    proc = run_cli(eval_args(server.base_url, data, run_dir, "--retry-base-delay", "0.01",
+                             "--retry-max-delay", "0.05"), cwd=run_dir.parent)
     assert proc.returncode == 0, proc.stderr
     return run_dir
 

@@ -44,8 +44,9 @@ class ScoringContext:
     ``run_dir`` is where scorers keep their caches (e.g. judge replies); ``judge`` is the
     run's judge config; ``mock_url`` is the URL of the offline simulator that serves
     ``api_url: "mock"`` judges, handed over by whoever started it (the runner in
-    ``eval_type=mock``, ``groundscope score``); ``timeout`` / ``max_retries`` apply to each
-    judge request (transport retries); ``max_response_bytes`` caps each judge reply's size;
+    ``eval_type=mock``, ``groundscope score``); ``timeout``, ``max_retries`` and the retry
+    delays (``retry_base_delay``, ``retry_max_delay``) apply to each judge request
+    (transport retries), as to the model's; ``max_response_bytes`` caps each judge reply's size;
     ``judge_gate`` gives a judge endpoint's client its admission gate (default: its own);
     ``reply_cache`` makes a purpose's reply cache (default: a file in ``run_dir``).
     Resources a scorer opens (HTTP clients, cache files) are registered with
@@ -63,6 +64,8 @@ class ScoringContext:
     mock_url: str | None = None
     timeout: float = 300.0
     max_retries: int = 5
+    retry_base_delay: float = 0.5
+    retry_max_delay: float = 30.0
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     judge_clients: list[ChatClient] = field(default_factory=list)  # connected: the live view
     # the admission gate of a judge endpoint's client; None: the run's own (gate())
@@ -81,6 +84,7 @@ class ScoringContext:
         return cls(run_dir=run_dir, judge=cfg.judge, seed=cfg.seed,
                    judge_concurrency=cfg.judge_concurrency or cfg.eval_batch_size,
                    timeout=cfg.timeout, max_retries=cfg.max_retries,
+                   retry_base_delay=cfg.retry_base_delay, retry_max_delay=cfg.retry_max_delay,
                    max_response_bytes=cfg.max_response_bytes)
 
     def on_close(self, fn: Callable[[], Awaitable[None]]) -> None:

@@ -270,7 +270,9 @@ class JudgePanel:
                                  self.ctx.judge_concurrency, rpm=model.rpm, tpm=model.tpm)
         return ChatClient(url, model.model_id, api_key=model.api_key, gate=gate,
                           generation_config=model.generation_config, timeout=self.ctx.timeout,
-                          retry=RetryPolicy(max_retries=self.ctx.max_retries),
+                          retry=RetryPolicy(max_retries=self.ctx.max_retries,
+                                            base_delay=self.ctx.retry_base_delay,
+                                            max_delay=self.ctx.retry_max_delay),
                           concurrency=self.ctx.judge_concurrency,
                           max_response_bytes=self.ctx.max_response_bytes,
                           wire=wire_api(model.eval_type))
