@@ -14,6 +14,7 @@ CASES: list[tuple[str, str, tuple[str, ...], str | None]] = [
     # (id, completion, allowed labels, expected)
     ("plain marker", "Reasoning...\nANSWER: B", ABCD, "B"),
     ("last marker wins", "ANSWER: A\nWait, no.\nANSWER: C", ABCD, "C"),
+    ("labels glued out of order are a word, not two labels", "ANSWER: C\nANSWER: BA", ABCD, "C"),
     ("marker case-insensitive", "so the final answer: D", ABCD, "D"),
     ("bold label", "ANSWER: **C**", ABCD, "C"),
     ("bold marker", "**Answer:** B", ABCD, "B"),

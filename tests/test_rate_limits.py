@@ -128,6 +128,21 @@ def test_bucket_rate_and_an_estimate_over_the_limit_never_deadlocks() -> None:
     assert tokens.wait(1, 0.0) == pytest.approx(59.01)
 
 
+def test_an_idle_bucket_refills_to_its_burst_and_no_more() -> None:
+    """After 10 idle minutes at rpm 60, one request goes at once (a second's burst), the next
+    waits a second: without the cap the bucket would let 600 through at once."""
+    bucket = TokenBucket(60)
+    bucket.take(1, 0.0)
+    sent = 0
+    while bucket.wait(1, 600.0) == 0 and sent < 1000:
+        bucket.take(1, 600.0)
+        sent += 1
+    assert sent == 1
+    assert bucket.wait(1, 600.0) == pytest.approx(1.0)
+    bucket.adjust(+500, 600.0)  # a refund after idle is capped as well
+    assert bucket.level == pytest.approx(bucket.capacity)
+
+
 def test_aimd_cuts_once_per_burst_and_grows_back_slowly() -> None:
     limit = AdaptiveLimit(16)
     limit.rate_limited(epoch=0)

@@ -461,3 +461,20 @@ def test_sentence_shortcuts_with_trained_parameters(collocations: bool) -> None:
     english, punkt = E.EnglishTokenizer(params), PunktSentenceTokenizer(params)
     for text in _word_texts(79, 1500) + _atom_texts(83, 500):
         assert english.sentences(text) == punkt.tokenize(text), repr(text)
+
+
+def test_lcs_and_rouge_l_beyond_the_shift_width_match_the_references() -> None:
+    """Texts longer than ``_SHIFT_WIDTH`` (1,024) tokens build their bit masks another way:
+    the LCS equals the dynamic programme's and ROUGE-L rouge_chinese's there too (a wrong
+    bit index in that path gave an LCS one short and no test noticed)."""
+    rng = random.Random(1024)
+    vocab = [f"w{i}" for i in range(12)]
+    for n, m in ((1025, 1100), (1300, 40), (1100, 1030)):
+        a = [rng.choice(vocab) for _ in range(n)]
+        b = [rng.choice(vocab) for _ in range(m)]
+        assert lcs_length(a, b) == _lcs_dp(a, b), (n, m)
+    pred = " ".join(rng.choice(vocab) for _ in range(1200))
+    ref = " ".join(rng.choice(vocab) for _ in range(1100))
+    ours, expected = rouge(pred, ref), _rouge_oracle(pred, ref)
+    for key in ("rouge-l-r", "rouge-l-p", "rouge-l-f"):
+        assert ours[key] == pytest.approx(expected[key], abs=1e-9, rel=0), key
