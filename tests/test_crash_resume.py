@@ -36,6 +36,8 @@ from reliability_support import (
     write_dataset,
 )
 
+# kills, SIGKILL mid-write and resumes: subprocess runs of a few seconds each
+pytestmark = pytest.mark.slow
 BEHAVIOUR = SimBehaviour(accuracy=0.7, seed=5)
 
 

@@ -66,6 +66,7 @@ def ids(data: Path) -> set[str]:
     return {s.id for s in samples_of(data)}
 
 
+@pytest.mark.slow
 def test_faulty_run_matches_the_fault_free_run(data: Path, clean_run: Path, ids: set[str],
                                                 tmp_path: Path) -> None:
     server = serve(data, max_faults_per_key=3, **FAULTS)

@@ -138,6 +138,7 @@ def test_redirects_to_another_scheme_or_down_to_http_are_refused() -> None:
 # ------------------------------------------------------------------ a run over the corpus
 
 
+@pytest.mark.slow
 def test_a_run_over_hostile_audio_urls(host: MediaHost, tmp_path: Path) -> None:
     base = f"http://127.0.0.1:{host.port}"
     data = tmp_path / "data"
