@@ -1,0 +1,251 @@
+"""The Python API (``MultiModalEvaluator``) against the simulator on loopback: its numbers equal
+the CLI's on the same answers (the grounding demo), its images come in every accepted form,
+answers without claims are excluded rather than 0, and bad input is one clear error."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from PIL import Image
+
+from groundscope import ConfigError, JudgeConfig, MultiModalEvaluator, MultiModalMetrics, run_task
+from groundscope.errors import MediaError
+from groundscope.evaluator import VQAItem
+from groundscope.scoring.grounding_prompt import CLAIMS_MARKER, VERIFY_MARKER
+from groundscope.simulator import GroundingResponder, GroundTruth, SimulatorServer, sim_responders
+from groundscope.types import ScoreStatus
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "grounding"
+MEDIA = ROOT / "examples" / "media"
+DOG = MEDIA / "dog.jpg"
+DESCRIBE = "Describe the picture."
+DOG_ANSWER = ("A brown dog stands on green grass under a blue sky. "
+              "A red ball lies next to the dog.")  # truth.json: 4 claims supported, 1 contradicted
+
+
+def demo_config(work_dir: Path) -> dict[str, Any]:
+    cfg = yaml.safe_load((ROOT / "examples" / "grounding_demo.yaml").read_text())
+    cfg["dataset_args"]["general_vqa"]["local_path"] = str(EXAMPLE)
+    cfg["simulator"]["truth"] = str(EXAMPLE / "truth.json")
+    return {**cfg, "work_dir": str(work_dir), "no_timestamp": True}
+
+
+@pytest.fixture(scope="module")
+def judge_url() -> Iterator[str]:
+    """A judge-only simulator answering as the demo run's own simulator does."""
+    from groundscope.config import load_config
+
+    cfg = load_config(demo_config(Path("unused")))
+    with SimulatorServer(responders=sim_responders(cfg.simulator)) as url:
+        yield url
+
+
+def judge(url: str, **grounding: Any) -> dict[str, Any]:
+    return {"models": {"model_id": "grounding-judge", "api_url": url}, "max_retries": 2,
+            **({"grounding": grounding} if grounding else {})}
+
+
+def rows(run_dir: Path, kind: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for path in sorted((run_dir / kind).rglob("*.jsonl")):
+        out += [json.loads(line) for line in path.read_text().splitlines()]
+    return out
+
+
+def grade_run_answers(run_dir: Path, url: str) -> tuple[dict, dict, dict, dict, dict]:
+    """The CLI run's saved answers graded again through the Python API; the CLI's per-sample
+    figures beside the API's."""
+    preds = {r["sample_id"]: r for r in rows(run_dir, "predictions")}
+    reviews = rows(run_dir, "reviews")
+    cli = {(r["sample_id"], r["scorer"]): r for r in reviews}
+
+    def image(pred: dict[str, Any]) -> list[Path]:
+        origin = Path(pred["sample"]["origin"].rpartition(":")[0])
+        parts = pred["sample"]["messages"][0]["content"]
+        return [(origin.parent / p["media"]).resolve() for p in parts if p["type"] == "image"]
+
+    async def grade() -> tuple[dict, dict]:
+        async with MultiModalEvaluator(judge=judge(url), media_roots=[MEDIA]) as ev:
+            items = [VQAItem(image(p), p["sample"]["question"], p["prediction"],
+                             elements=p["sample"]["metadata"].get("elements"))
+                     for p in preds.values()]
+            graded = dict(zip(preds, await ev.evaluate_many(items, concurrency=4), strict=True))
+            groups: dict[str, list[dict[str, Any]]] = {}
+            for sid in sorted(preds):
+                group = preds[sid]["sample"]["metadata"].get("group")
+                if group is not None:
+                    groups.setdefault(group, []).append(preds[sid])
+            consistency = {}
+            for gid, members in groups.items():
+                consistency[gid] = await ev.evaluate_consistency(
+                    image(members[0]), [m["sample"]["question"] for m in members],
+                    answers=[m["prediction"] for m in members])
+            return graded, consistency
+
+    graded, consistency = asyncio.run(grade())
+    cli_groups = {r["detail"]["group"]: r["values"]["consistency"] for r in reviews
+                  if r["scorer"] == "consistency_group"}
+    return preds, cli, graded, consistency, cli_groups
+
+
+def test_python_api_numbers_equal_the_cli_run_on_the_same_answers(tmp_path: Path,
+                                                                    judge_url: str) -> None:
+    run_task(demo_config(tmp_path))
+    preds, cli, graded, consistency, cli_groups = grade_run_answers(tmp_path, judge_url)
+    assert len(preds) == 16  # 5 scenes + 11 questions (paraphrases expanded)
+    compared = 0
+    for sid, metrics in graded.items():
+        row = cli[(sid, "grounding")]
+        assert metrics.status == row["status"], sid
+        if row["status"] == "ok":
+            values = row["values"]
+            assert metrics.grounding_score == values["grounding"], sid
+            assert metrics.hallucination_rate == values["hallucination"], sid
+            assert metrics.hallucinated == (values["hallucinated_answers"] == 1.0), sid
+            assert [(c.text, c.verdict, c.reason) for c in metrics.claims] == \
+                [(c["claim"], c["verdict"], c["reason"]) for c in row["detail"]["claims"]], sid
+            compared += 1
+        else:  # scene-city: "I cannot tell what this shows." has no claims: excluded, not 0
+            assert metrics.grounding_score is None and metrics.hallucination_rate is None
+        done = cli[(sid, "completeness")]
+        expected = done["values"].get("completeness") if done["status"] == "ok" else None
+        assert metrics.completeness_score == expected, sid
+    assert compared == 15
+    assert consistency == pytest.approx(cli_groups) and len(consistency) == 4
+    assert consistency["dog-present"] == pytest.approx(1 / 3)  # "Yes", "yes.", "No"
+
+
+def test_one_answer_with_votes_claims_and_usage(judge_url: str) -> None:
+    async def go() -> MultiModalMetrics:
+        ev = MultiModalEvaluator(judge=JudgeConfig(**judge(judge_url, votes=3)))
+        try:
+            return await ev.evaluate_vqa_response(DOG, DESCRIBE, DOG_ANSWER,
+                                                  elements=["a dog", "grass", "the sky"])
+        finally:
+            await ev.aclose()
+
+    m = asyncio.run(go())
+    assert (m.grounding_score, m.hallucination_rate, m.hallucinated) == (0.8, 0.2, True)
+    assert m.completeness_score == 1.0 and m.consistency_score is None
+    assert [c.verdict for c in m.claims] == ["supported"] * 4 + ["contradicted"]
+    assert all(len(c.votes) == 3 for c in m.claims)
+    assert m.usage["verification"]["grounding-judge"]["billed"]["requests"] == 15  # 5 claims x 3
+    assert m.usage["claims"]["grounding-judge"]["billed"]["requests"] == 1
+
+
+def test_images_as_path_bytes_pillow_and_lists_give_the_same_verdicts(tmp_path: Path) -> None:
+    truth = tmp_path / "truth.json"
+    # the simulator compares request images by content: one picture in three forms
+    truth.write_text(json.dumps({
+        "images": {"dog": str(DOG)},
+        "facts": {"dog": {"supported": ["The dog is brown."],
+                          "contradicted": ["The dog is asleep."]}},
+        "answers": [{"image": "dog", "question": DESCRIBE, "answer": "A brown dog, asleep.",
+                     "claims": ["The dog is brown.", "The dog is asleep."]}]}))
+    responder = GroundingResponder(GroundTruth.load(truth))
+    pil = Image.open(DOG)
+    pil.load()
+    buf = io.BytesIO()
+    pil.save(buf, format="PNG")
+
+    async def go(url: str) -> list[MultiModalMetrics]:
+        async with MultiModalEvaluator(judge=judge(url), media_roots=[MEDIA]) as ev:
+            return await ev.evaluate_many(
+                [{"image": DOG, "question": DESCRIBE, "answer": "A brown dog, asleep."},
+                 {"image": DOG.read_bytes(), "question": DESCRIBE, "answer": "A brown dog, asleep."},
+                 {"image": [str(DOG), DOG.read_bytes()], "question": DESCRIBE,
+                  "answer": "A brown dog, asleep."},
+                 {"image": tmp_path / "missing.jpg", "question": DESCRIBE, "answer": "A dog."}])
+
+    with SimulatorServer(responders=[responder]) as url:
+        path, raw, both, missing = asyncio.run(go(url))
+    for m in (path, raw, both):
+        assert [c.verdict for c in m.claims] == ["supported", "contradicted"]
+        assert m.grounding_score == 0.5 and m.hallucinated is True
+    assert missing.status == "error" and "missing.jpg" in (missing.reason or "")
+    # one extraction (the same question and answer: the reply cache), 2 claims x 3 image sets
+    assert responder.calls[CLAIMS_MARKER] == 1 and responder.calls[VERIFY_MARKER] == 6
+
+
+
+
+def test_a_pillow_image_is_sent_as_png(tmp_path: Path) -> None:
+    server = SimulatorServer(responders=[GroundingResponder(GroundTruth())], keep_bodies=True)
+
+    async def go(url: str) -> MultiModalMetrics:
+        async with MultiModalEvaluator(judge=judge(url)) as ev:
+            return await ev.evaluate_vqa_response(Image.new("RGB", (8, 8), "red"), "Colour?",
+                                                  "The square is red.")
+
+    with server as url:
+        m = asyncio.run(go(url))
+        verify = [b for b in server.bodies() if isinstance(b["messages"][0]["content"], list)]
+    assert m.status == "ok" and len(verify) == 1
+    assert verify[0]["messages"][0]["content"][1]["image_url"]["url"].startswith(
+        "data:image/png;base64,")
+
+
+def test_an_answer_without_claims_is_no_answer_not_zero(judge_url: str) -> None:
+    async def go() -> MultiModalMetrics:
+        async with MultiModalEvaluator(judge=judge(judge_url)) as ev:
+            return await ev.evaluate_vqa_response(DOG, DESCRIBE, "   ")
+
+    m = asyncio.run(go())
+    assert m.status == ScoreStatus.NO_ANSWER.value and m.reason == "empty answer"
+    assert (m.grounding_score, m.hallucination_rate, m.hallucinated) == (None, None, None)
+
+
+def test_consistency_asks_the_model_each_paraphrase(tmp_path: Path) -> None:
+    truth = tmp_path / "truth.json"
+    truth.write_text(json.dumps({
+        "images": {"car": str(MEDIA / "tesla.jpg")},
+        "answers": [{"image": "car", "question": "How many wheels?", "answer": "2"},
+                    {"image": "car", "question": "Count the wheels.", "answer": "Two wheels."},
+                    {"image": "car", "question": "Wheels visible?", "answer": "three"}],
+        "equivalent": [["2", "Two wheels."]]}))
+    from groundscope.config import SimulatorArgs
+
+    server = SimulatorServer(responders=sim_responders(SimulatorArgs(truth=str(truth))))
+
+    async def go(url: str) -> tuple[float, int]:
+        model = {"model_id": "sim", "api_url": url, "api_key": "sk-test-not-a-secret"}
+        async with MultiModalEvaluator(judge=judge(url), model=model, media_roots=[MEDIA]) as ev:
+            value = await ev.evaluate_consistency(
+                MEDIA / "tesla.jpg", ["How many wheels?", "Count the wheels.", "Wheels visible?"])
+            return value, ev.usage.by_step["model"].billed.requests
+
+    with server as url:
+        value, asked = asyncio.run(go(url))
+    # "2" ~ "Two wheels." (judge: same), "three" differs from both: 1 of 3 pairs agree
+    assert value == pytest.approx(1 / 3) and asked == 3
+
+
+def test_bad_input_is_one_clear_error(judge_url: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"judge: .*strategy"):
+        MultiModalEvaluator(judge={"models": [], "strategy": "nonsense"})
+    with pytest.raises(ConfigError, match="needs a judge model"):
+        MultiModalEvaluator(judge={})
+    outside = tmp_path / "dog.jpg"
+    outside.write_bytes(DOG.read_bytes())
+
+    async def go() -> None:
+        async with MultiModalEvaluator(judge=judge(judge_url)) as ev:
+            await ev.evaluate_vqa_response(outside, DESCRIBE, "A dog.")
+
+    with pytest.raises(MediaError, match="outside the allowed media roots"):
+        asyncio.run(go())
+
+    async def no_model() -> None:
+        async with MultiModalEvaluator(judge=judge(judge_url)) as ev:
+            await ev.evaluate_consistency(DOG, ["a?", "b?"])
+
+    with pytest.raises(ConfigError, match="needs model="):
+        asyncio.run(no_model())
