@@ -10,6 +10,12 @@ and were verified per claim instead (``batch_fallbacks``: answers, batches), com
 element totals, and how many consistency groups were scored, fully consistent, too small or
 failed.
 
+With human labels in the reviews (``dataset/labels.py``), it adds the rows ``Grounding judge
+vs human ↑`` (accuracy) and ``· κ ↑`` (Cohen's kappa) of the answer-level hallucinated verdict,
+per subset and OVERALL, and ``extra["grounding"]["human"]``: the confusion matrix (rows human,
+columns judge, hallucinated first), labelled answers not scored, and claim-level agreement
+(labelled, matched to a judge claim, agreeing).
+
 It also shows the fan-out bounds in force (``bounds``: ``max_claims``, ``max_claim_chars``,
 ``max_elements``, ``max_group_size``, ``max_reply_chars``, ``max_retries``) and everything
 they cut (``cut``: claims not verified because an answer had too many or they were too long,

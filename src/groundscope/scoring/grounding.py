@@ -46,7 +46,9 @@ cached under ``completeness``); they are matched one-to-one to the expected elem
 is one with more than ``max_elements`` (64) elements (``detail.too_many_elements``: not
 scored rather than scored on part of its list, which would change what 1.0 means).
 
-Every claim's verdict, reason and votes are kept in ``Score.detail["claims"]``.
+Every claim's verdict, reason and votes are kept in ``Score.detail["claims"]``. A record's
+human labels (``dataset/labels.py``) are copied into the review (:func:`with_human_labels`)
+for ``report/grounding.py`` to compare with the judge.
 
 >>> tally(["supported", "contradicted", "not_determinable"], "unsupported")[0]["grounding"]
 0.3333333333333333
