@@ -249,3 +249,37 @@ def test_bad_input_is_one_clear_error(judge_url: str, tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="needs model="):
         asyncio.run(no_model())
+
+
+def test_batch_items_fail_alone_and_requests_stay_bounded(tmp_path: Path) -> None:
+    from groundscope.simulator import SimBehaviour
+
+    server = SimulatorServer(behaviour=SimBehaviour(latency_ms=5),
+                             responders=[GroundingResponder(GroundTruth())])
+    answers = [f"The dog is brown. The sky is blue. It is day {k}." for k in range(6)]
+
+    async def go(url: str) -> list[MultiModalMetrics]:
+        async with MultiModalEvaluator(judge=judge(url), media_roots=[MEDIA],
+                                       concurrency=2, max_response_bytes=1000) as ev:
+            items: list[Any] = [{"image": DOG, "question": DESCRIBE, "answer": a} for a in answers]
+            items += [{"image": DOG, "question": DESCRIBE, "answer": "x" * 1001},
+                      {"image": DOG, "question": DESCRIBE, "answer": None},
+                      {"image": DOG, "question": DESCRIBE, "answer": "A dog.", "colour": "red"}]
+            with pytest.raises(ConfigError, match="concurrency"):
+                await ev.evaluate_many(items, concurrency=0)
+            return await ev.evaluate_many(items)
+
+    with server as url:
+        graded = asyncio.run(go(url))
+        stats = server.stats()
+    assert [m.status for m in graded[:6]] == ["ok"] * 6  # 3 sentences: 3 claims each
+    assert all(len(m.claims) == 3 for m in graded[:6])
+    too_long, not_text, unknown = graded[6:]
+    assert too_long.status == "error" and "1,001 characters, over the limit of 1,000" in str(
+        too_long.reason)
+    assert not_text.status == "error" and "answer: expected a string" in str(not_text.reason)
+    assert unknown.status == "error" and "colour" in str(unknown.reason)
+    # 6 extractions; "The dog is brown." and "The sky is blue." are verified once (the reply
+    # cache: same claim, same image), "It is day k." six times
+    assert stats["requests"] == 6 + 2 + 6
+    assert stats["peak_in_flight"] <= 2  # the evaluator's concurrency bounds the judge

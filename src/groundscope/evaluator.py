@@ -192,7 +192,7 @@ class MultiModalEvaluator:
         of one ``answer`` to ``question``. A bad image is a ``MediaError`` (one line)."""
         with self._roots():
             sample = self._sample(self._next_id(), image_path, question, elements, references)
-            return await self._grade(sample, answer)
+            return await self._grade(sample, self._saved(sample, answer))
 
     async def evaluate_many(self, items: Iterable[VQAItem | Mapping[str, Any]], *,
                             concurrency: int | None = None) -> list[MultiModalMetrics]:
@@ -200,20 +200,24 @@ class MultiModalEvaluator:
         its fields), at most ``concurrency`` (default: the evaluator's) at once, in input
         order. An item whose image is unusable gives ``status="error"`` and its reason; the
         others are graded."""
-        limit = asyncio.Semaphore(concurrency or self.concurrency)
+        n = self.concurrency if concurrency is None else concurrency
+        if not 1 <= n <= 1024:
+            raise ConfigError(f"concurrency: expected 1..1024, got {n}")
+        limit = asyncio.Semaphore(n)
 
-        async def one(item: VQAItem) -> MultiModalMetrics:
+        async def one(raw: VQAItem | Mapping[str, Any]) -> MultiModalMetrics:
             async with limit:
                 try:
+                    item = raw if isinstance(raw, VQAItem) else VQAItem(**raw)
                     sample = self._sample(self._next_id(), item.image, item.question,
                                           item.elements, item.references)
-                except GroundscopeError as exc:
-                    return _failed(self._redactor.redact(str(exc)))
-                return await self._grade(sample, item.answer)
+                    saved = self._saved(sample, item.answer)
+                except (GroundscopeError, TypeError, ValueError) as exc:
+                    return _failed(self._redactor.redact(f"{type(exc).__name__}: {exc}"))
+                return await self._grade(sample, saved)
 
         with self._roots():
-            todo = [one(i if isinstance(i, VQAItem) else VQAItem(**i)) for i in items]
-            return list(await asyncio.gather(*todo))
+            return list(await asyncio.gather(*(one(i) for i in items)))
 
     async def evaluate_consistency(self, image_path: Any, queries: Sequence[str], *,
                                    answers: Sequence[str] | None = None,
@@ -238,7 +242,7 @@ class MultiModalEvaluator:
                                     group=group) for k, query in enumerate(queries)]
             results = await asyncio.gather(*(
                 evaluate_sample(s, 0, [scorer], client=client,
-                                saved=Saved() if answers is None else _saved(s, answers[k]),
+                                saved=Saved() if answers is None else self._saved(s, answers[k]),
                                 redact=self._redactor.redact) for k, s in enumerate(samples)))
             for result in results:
                 self._count_model(result.predicted.prediction, asked=client is not None)
@@ -254,12 +258,12 @@ class MultiModalEvaluator:
 
     # -- the one path -------------------------------------------------------------------
 
-    async def _grade(self, sample: Sample, answer: str) -> MultiModalMetrics:
+    async def _grade(self, sample: Sample, saved: Saved) -> MultiModalMetrics:
         scorers = [self.scorers["grounding"]]
         if sample.metadata.get("elements"):
             scorers.append(self.scorers["completeness"])
-        result = await evaluate_sample(sample, 0, scorers, client=None,
-                                       saved=_saved(sample, answer), redact=self._redactor.redact)
+        result = await evaluate_sample(sample, 0, scorers, client=None, saved=saved,
+                                       redact=self._redactor.redact)
         scores = {s.score.scorer: s.score for s in result.scores}
         for s in scores.values():
             self.usage.add_calls(s.usage)
@@ -267,8 +271,7 @@ class MultiModalEvaluator:
 
     def _sample(self, sid: str, images: Any, question: str, elements: Sequence[str] | None,
                 references: Sequence[str] | None, **meta: Any) -> Sample:
-        if not isinstance(question, str):
-            raise TypeError(f"question: expected a string, got {type(question).__name__}")
+        _check_text("question", question, self._ctx.max_response_bytes)
         refs = _images(images)
         for ref in refs:  # unreadable, outside the roots, not an image: an error now
             check(ref, decode=False)
@@ -279,6 +282,10 @@ class MultiModalEvaluator:
         return Sample(sid, _DATASET, _SUBSET, (message,), _ORIGIN,
                       target=tuple(str(r) for r in references or ()), question=question,
                       metadata=metadata)
+
+    def _saved(self, sample: Sample, answer: Any) -> Saved:
+        _check_text("answer", answer, self._ctx.max_response_bytes)
+        return _saved_answer(sample, answer)
 
     def _roots(self) -> AbstractContextManager[tuple[str, ...]]:
         return media_roots_in_force(self.media_roots)
@@ -328,10 +335,17 @@ def _images(value: Any) -> list[MediaRef]:
     return [media_from_value(v, Modality.IMAGE) for v in items]
 
 
-def _saved(sample: Sample, answer: str) -> Saved:
+def _check_text(name: str, text: Any, cap: int) -> None:
+    """A text the caller gives: a string no longer than a model reply may be in a run."""
+    if not isinstance(text, str):
+        raise TypeError(f"{name}: expected a string, got {type(text).__name__}")
+    if len(text) > cap:
+        raise ValueError(f"{name}: {len(text):,} characters, over the limit of {cap:,} "
+                         "(max_response_bytes, the cap on a model's reply in a run)")
+
+
+def _saved_answer(sample: Sample, answer: str) -> Saved:
     """The answer as a saved prediction (what ``groundscope score`` scores)."""
-    if not isinstance(answer, str):
-        raise TypeError(f"answer: expected a string, got {type(answer).__name__}")
     digest = hashlib.blake2b(answer.encode(), digest_size=8).hexdigest()
     pred = Prediction(sample.id, f"answer:{digest}", PredictionStatus.OK, Completion(answer))
     return Saved(prediction={**prediction_to_json(pred), "sample_id": sample.id, "repeat": 0})
