@@ -283,3 +283,36 @@ def test_batch_items_fail_alone_and_requests_stay_bounded(tmp_path: Path) -> Non
     # cache: same claim, same image), "It is day k." six times
     assert stats["requests"] == 6 + 2 + 6
     assert stats["peak_in_flight"] <= 2  # the evaluator's concurrency bounds the judge
+
+
+def test_judge_keys_never_reach_the_results_and_caches_are_reused(tmp_path: Path) -> None:
+    from groundscope.simulator import SimBehaviour
+
+    secret = "sk-evaluator-test-0123456789abcdef"
+    hostile = SimulatorServer(behaviour=SimBehaviour(echo_key="error"),
+                              responders=[GroundingResponder(GroundTruth())])
+
+    async def grade(url: str, **kw: Any) -> tuple[MultiModalMetrics, dict[str, Any]]:
+        cfg = {"models": {"model_id": "j", "api_url": url, "api_key": secret}}
+        async with MultiModalEvaluator(judge=cfg, **kw) as ev:
+            m = await ev.evaluate_vqa_response(DOG, DESCRIBE, "The dog is brown.")
+            claims = ev.usage.by_step.get("claims")
+            return m, claims.model_dump() if claims is not None else {}
+
+    with hostile as url:  # every reply: a 401 that echoes the key in many forms
+        failed, _ = asyncio.run(grade(url))
+    assert failed.status == "judge_failed" and "401" in str(failed.reason)
+    assert secret not in repr(failed) and secret[3:] not in repr(failed)
+
+    server = SimulatorServer(responders=[GroundingResponder(GroundTruth())])
+    with server as url:
+        first, usage1 = asyncio.run(grade(url, cache_dir=tmp_path))
+        asked = server.stats()["requests"]
+        again, usage2 = asyncio.run(grade(url, cache_dir=tmp_path))  # a new evaluator
+        assert server.stats()["requests"] == asked == 2  # extraction + one claim, then none
+    assert (first.claims, first.grounding_score) == (again.claims, again.grounding_score)
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [
+        "claims.jsonl", "verification.jsonl"]
+    assert usage1["billed"]["requests"] == 1 and usage2["cached"]["requests"] == 1
+    with pytest.raises(ConfigError, match="api_url 'mock'"):
+        MultiModalEvaluator(judge={"models": {"model_id": "j", "api_url": "mock"}})

@@ -53,6 +53,7 @@ from groundscope.pipeline import Saved, evaluate_sample
 from groundscope.redaction import Redactor
 from groundscope.scoring import GROUNDING_METRICS, ScoringContext, build_scorers
 from groundscope.scoring.groups import GroupStage
+from groundscope.scoring.judge import mock_judged
 from groundscope.store import prediction_to_json, score_to_json
 from groundscope.types import (
     Completion,
@@ -153,6 +154,9 @@ class MultiModalEvaluator:
         if not 1 <= concurrency <= 1024:
             raise ConfigError(f"concurrency: expected 1..1024, got {concurrency}")
         self.judge = _validated(JudgeConfig, judge, "judge")
+        if mock_judged(self.judge):
+            raise ConfigError("judge: api_url 'mock' names a run's own simulator; start one "
+                              "(groundscope simulate ...) and give its URL instead")
         self.model = None if model is None else _validated(JudgeModel, model, "model")
         roots = [os.getcwd(), *media_roots]
         for root in roots:
