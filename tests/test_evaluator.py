@@ -216,7 +216,7 @@ def test_consistency_asks_the_model_each_paraphrase(tmp_path: Path) -> None:
     server = SimulatorServer(responders=sim_responders(SimulatorArgs(truth=str(truth))))
 
     async def go(url: str) -> tuple[float, int]:
-        model = {"model_id": "sim", "api_url": url, "api_key": "sk-test-not-a-secret"}
+        model = {"model": "sim", "api_url": url, "api_key": "sk-test-not-a-secret"}
         async with MultiModalEvaluator(judge=judge(url), model=model, media_roots=[MEDIA]) as ev:
             value = await ev.evaluate_consistency(
                 MEDIA / "tesla.jpg", ["How many wheels?", "Count the wheels.", "Wheels visible?"])

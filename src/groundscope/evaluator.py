@@ -133,14 +133,15 @@ class MultiModalEvaluator:
     """Grades existing answers about images with the run's grounding scorers.
 
     ``judge`` is the ``--judge`` block (a dict or a ``JudgeConfig``); its grounding models
-    are ``judge.grounding.models`` else ``judge.models``. ``model`` (optional; a dict of
-    ``model_id``, ``api_url``, ``api_key``, ``eval_type``, ``generation_config``, as one
-    judge model entry) is the endpoint ``evaluate_consistency`` asks each paraphrase when no
-    answers are given. ``cache_dir``: the judge replies are cached in
-    ``<cache_dir>/cache/<step>.jsonl`` as in a run directory (None: in memory, for this
-    evaluator's life). ``media_roots``: folders local images may be read from besides the
-    working directory. ``concurrency`` bounds the requests in flight per judge model and the
-    answers :meth:`evaluate_many` grades at once.
+    are ``judge.grounding.models`` else ``judge.models``. ``model`` (optional) is the
+    endpoint ``evaluate_consistency`` asks each paraphrase when no answers are given: a
+    dict of ``model_id`` (or ``model``, as the task config names it), ``api_url``,
+    ``api_key``, ``eval_type``, ``generation_config``, as one judge model entry.
+    ``cache_dir``: the judge replies are cached in ``<cache_dir>/cache/<step>.jsonl`` as in
+    a run directory (None: in memory, for this evaluator's life). ``media_roots``: folders
+    local images may be read from besides the working directory. ``concurrency`` bounds
+    the requests in flight per judge model and the answers :meth:`evaluate_many` grades at
+    once.
 
     Use it as ``async with MultiModalEvaluator(...) as ev:`` (or ``await ev.aclose()``).
     """
@@ -157,6 +158,8 @@ class MultiModalEvaluator:
         if mock_judged(self.judge):
             raise ConfigError("judge: api_url 'mock' names a run's own simulator; start one "
                               "(groundscope simulate ...) and give its URL instead")
+        if isinstance(model, Mapping) and "model" in model and "model_id" not in model:
+            model = {("model_id" if k == "model" else k): v for k, v in model.items()}
         self.model = None if model is None else _validated(JudgeModel, model, "model")
         roots = [os.getcwd(), *media_roots]
         for root in roots:
