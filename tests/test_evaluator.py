@@ -16,7 +16,7 @@ import yaml
 from PIL import Image
 
 from groundscope import ConfigError, JudgeConfig, MultiModalEvaluator, MultiModalMetrics, run_task
-from groundscope.errors import MediaError
+from groundscope.errors import GroundscopeError, MediaError
 from groundscope.evaluator import VQAItem
 from groundscope.scoring.grounding_prompt import CLAIMS_MARKER, VERIFY_MARKER
 from groundscope.simulator import GroundingResponder, GroundTruth, SimulatorServer, sim_responders
@@ -316,3 +316,25 @@ def test_judge_keys_never_reach_the_results_and_caches_are_reused(tmp_path: Path
     assert usage1["billed"]["requests"] == 1 and usage2["cached"]["requests"] == 1
     with pytest.raises(ConfigError, match="api_url 'mock'"):
         MultiModalEvaluator(judge={"models": {"model_id": "j", "api_url": "mock"}})
+
+
+def test_a_failing_model_is_named_when_consistency_cannot_be_scored(judge_url: str) -> None:
+    from groundscope.simulator import SimBehaviour
+
+    broken = SimulatorServer(behaviour=SimBehaviour(echo_key="error"))
+
+    async def go(url: str) -> None:
+        async with MultiModalEvaluator(judge=judge(judge_url), media_roots=[MEDIA],
+                                       model={"model": "m", "api_url": url}) as ev:
+            await ev.evaluate_consistency(DOG, ["Is there a dog?", "Do you see a dog?"])
+
+    with broken as url, pytest.raises(GroundscopeError,
+                                      match=r"fewer than two answers .*2 model requests failed"):
+        asyncio.run(go(url))
+
+    async def one_string() -> None:
+        async with MultiModalEvaluator(judge=judge(judge_url)) as ev:
+            await ev.evaluate_vqa_response(DOG, DESCRIBE, "A dog.", elements="a dog")
+
+    with pytest.raises(TypeError, match="elements: expected a list of strings"):
+        asyncio.run(one_string())

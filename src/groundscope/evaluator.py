@@ -251,6 +251,7 @@ class MultiModalEvaluator:
                 evaluate_sample(s, 0, [scorer], client=client,
                                 saved=Saved() if answers is None else self._saved(s, answers[k]),
                                 redact=self._redactor.redact) for k, s in enumerate(samples)))
+            errors = [r.predicted.prediction.error for r in results if r.predicted.prediction.error]
             for result in results:
                 self._count_model(result.predicted.prediction, asked=client is not None)
                 for scored in result.scores:
@@ -260,7 +261,8 @@ class MultiModalEvaluator:
         value = score.values.get("consistency")
         if score.status is not ScoreStatus.OK or value is None:
             why = score.detail.get("judge_failed") or score.detail.get("reason") or score.status
-            raise GroundscopeError(f"consistency not scored: {why}")
+            failed = f" ({len(errors)} model requests failed: {errors[0]})" if errors else ""
+            raise GroundscopeError(f"consistency not scored: {why}{failed}")
         return float(value)
 
     # -- the one path -------------------------------------------------------------------
@@ -282,6 +284,9 @@ class MultiModalEvaluator:
         refs = _images(images)
         for ref in refs:  # unreadable, outside the roots, not an image: an error now
             check(ref, decode=False)
+        for name, texts in (("elements", elements), ("references", references)):
+            if isinstance(texts, str | bytes):
+                raise TypeError(f"{name}: expected a list of strings, got one string")
         metadata: dict[str, Any] = dict(meta)
         if elements:
             metadata["elements"] = [str(e) for e in elements]
