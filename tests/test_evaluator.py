@@ -15,7 +15,8 @@ import pytest
 import yaml
 from PIL import Image
 
-from groundscope import ConfigError, JudgeConfig, MultiModalEvaluator, MultiModalMetrics, run_task
+from cli_support import run_cli
+from groundscope import ConfigError, JudgeConfig, MultiModalEvaluator, MultiModalMetrics
 from groundscope.errors import GroundscopeError, MediaError
 from groundscope.evaluator import VQAItem
 from groundscope.scoring.grounding_prompt import CLAIMS_MARKER, VERIFY_MARKER
@@ -70,7 +71,7 @@ def grade_run_answers(run_dir: Path, url: str) -> tuple[dict, dict, dict, dict, 
     def image(pred: dict[str, Any]) -> list[Path]:
         origin = Path(pred["sample"]["origin"].rpartition(":")[0])
         parts = pred["sample"]["messages"][0]["content"]
-        return [(origin.parent / p["media"]).resolve() for p in parts if p["type"] == "image"]
+        return [(ROOT / origin.parent / p["media"]).resolve() for p in parts if p["type"] == "image"]
 
     async def grade() -> tuple[dict, dict]:
         async with MultiModalEvaluator(judge=judge(url), media_roots=[MEDIA]) as ev:
@@ -98,7 +99,10 @@ def grade_run_answers(run_dir: Path, url: str) -> tuple[dict, dict, dict, dict, 
 
 def test_python_api_numbers_equal_the_cli_run_on_the_same_answers(tmp_path: Path,
                                                                     judge_url: str) -> None:
-    run_task(demo_config(tmp_path))
+    # the README's demo command, as a user types it in the repository
+    done = run_cli("eval", "--config", "examples/grounding_demo.yaml", "--work-dir",
+                   str(tmp_path), "--no-timestamp", cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
     preds, cli, graded, consistency, cli_groups = grade_run_answers(tmp_path, judge_url)
     assert len(preds) == 16  # 5 scenes + 11 questions (paraphrases expanded)
     compared = 0
