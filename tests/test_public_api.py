@@ -7,7 +7,8 @@ import groundscope
 
 EXPECTED = {
     "ConfigError", "DatasetArgs", "DatasetError", "DatasetReport", "GroundscopeError",
-    "JudgeConfig", "RecordError", "Report", "TaskConfig", "__version__", "merge_runs", "run_task",
+    "JudgeConfig", "MultiModalEvaluator", "MultiModalMetrics", "RecordError", "Report",
+    "TaskConfig", "__version__", "merge_runs", "run_task",
 }
 
 

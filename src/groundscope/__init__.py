@@ -17,6 +17,8 @@ __all__ = [
     "DatasetReport",
     "GroundscopeError",
     "JudgeConfig",
+    "MultiModalEvaluator",
+    "MultiModalMetrics",
     "RecordError",
     "Report",
     "TaskConfig",
@@ -28,6 +30,7 @@ __all__ = [
 if TYPE_CHECKING:
     from groundscope.config import DatasetArgs, JudgeConfig, TaskConfig
     from groundscope.errors import ConfigError, DatasetError, GroundscopeError, RecordError
+    from groundscope.evaluator import MultiModalEvaluator, MultiModalMetrics
     from groundscope.merge import merge_runs
     from groundscope.report.model import DatasetReport, Report
     from groundscope.run import run_task
@@ -40,6 +43,8 @@ _LAZY = {
     "DatasetError": "groundscope.errors",
     "GroundscopeError": "groundscope.errors",
     "RecordError": "groundscope.errors",
+    "MultiModalEvaluator": "groundscope.evaluator",
+    "MultiModalMetrics": "groundscope.evaluator",
     "Report": "groundscope.report.model",
     "DatasetReport": "groundscope.report.model",
     "run_task": "groundscope.run",

@@ -20,6 +20,8 @@ the same media: :func:`expand_paraphrases` (the format's ``expand`` step) turns 
 record per question before conversion (ids ``<id>#p0`` for its own question, ``<id>#p1``...
 for the paraphrases, all in the group ``group``, else ``<id>``). ``elements`` and
 ``paraphrases`` must be lists of non-empty strings (a JSON array string in TSV / CSV).
+Human labels of grounding (``human_hallucinated``, ``human_claims``) are read and checked by
+``dataset/labels.py``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from groundscope import media
 from groundscope.bounds import MAX_MESSAGES
 from groundscope.dataset import placeholders as ph
 from groundscope.dataset.base import record_error
+from groundscope.dataset.labels import grounding_labels
 from groundscope.dataset.tools import checked_tool_fields
 from groundscope.errors import MediaError
 from groundscope.types import (
@@ -379,4 +382,5 @@ def _metadata(record: Mapping[str, Any], origin: Origin,
         meta[key] = value
     if record.get(human_label_field) is not None:  # the configured label column, one name
         meta["human_label"] = record[human_label_field]
+    meta.update(grounding_labels(record, origin))  # human_hallucinated, human_claims
     return MappingProxyType(meta)

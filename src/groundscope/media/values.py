@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import re
@@ -11,6 +12,7 @@ from typing import Any
 
 from groundscope.errors import MediaError
 from groundscope.media.formats import check_format
+from groundscope.media.images import max_pixels
 from groundscope.media.sources import DEFAULT_MAX_BYTES, classify, read_raw
 from groundscope.types import MediaRef, Modality
 
@@ -29,6 +31,7 @@ def media_from_value(
     """Normalise one dataset value into a MediaRef (no file is read).
 
     Accepts a path / URL / data URI / base64 string, ``bytes``, a ``pathlib.Path``, a
+    Pillow image (an image only: encoded as PNG bytes), a
     parquet ``{"bytes", "path"}`` dict (also ``url`` / ``data`` / ``<kind>`` keys, as in
     OpenAI parts) and objects with ``.bytes`` / ``.path`` attributes (HF feature-like).
     A video dict may carry ``fps`` (as EvalScope reads it; ``start`` / ``end`` and other
@@ -90,10 +93,30 @@ def _from_object(value: Any, kind: Modality) -> str | bytes:
         return bytes(value)
     if isinstance(value, os.PathLike):
         return _from_string(os.fspath(value), kind)
+    if kind is Modality.IMAGE and _is_pil_image(value):
+        return _pil_bytes(value)
     attrs = {k: getattr(value, k) for k in ("bytes", "path") if getattr(value, k, None)}
     if attrs:
         return _from_mapping(attrs, kind)[0]
     raise MediaError(f"unusable {kind} value of type {type(value).__name__}")
+
+
+def _is_pil_image(value: Any) -> bool:
+    return type(value).__module__.startswith("PIL.") and callable(getattr(value, "save", None))
+
+
+def _pil_bytes(image: Any) -> bytes:
+    """A Pillow image as PNG bytes (lossless), held to the pixel cap first."""
+    width, height = getattr(image, "size", (0, 0))
+    if width * height > max_pixels():
+        raise MediaError(f"a Pillow image of {width}x{height} pixels is over the pixel cap "
+                         f"({max_pixels():,})")
+    buf = io.BytesIO()
+    try:
+        image.save(buf, format="PNG")
+    except (OSError, ValueError) as exc:
+        raise MediaError(f"a Pillow image could not be encoded as PNG: {exc}") from exc
+    return buf.getvalue()
 
 
 def _from_mapping(value: Mapping[str, Any], kind: Modality) -> tuple[str | bytes, str | None]:

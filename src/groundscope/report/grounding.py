@@ -10,6 +10,12 @@ and were verified per claim instead (``batch_fallbacks``: answers, batches), com
 element totals, and how many consistency groups were scored, fully consistent, too small or
 failed.
 
+With human labels in the reviews (``dataset/labels.py``), it adds the rows ``Grounding judge
+vs human ↑`` (accuracy) and ``· κ ↑`` (Cohen's kappa) of the answer-level hallucinated verdict,
+per subset and OVERALL, and ``extra["grounding"]["human"]``: the confusion matrix (rows human,
+columns judge, hallucinated first), labelled answers not scored, and claim-level agreement
+(labelled, matched to a judge claim, agreeing).
+
 It also shows the fan-out bounds in force (``bounds``: ``max_claims``, ``max_claim_chars``,
 ``max_elements``, ``max_group_size``, ``max_reply_chars``, ``max_retries``) and everything
 they cut (``cut``: claims not verified because an answer had too many or they were too long,
@@ -24,6 +30,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from groundscope.metrics import OVERALL
+from groundscope.report.model import MetricRow
+from groundscope.scoring.agreement import versus_human
 from groundscope.types import Score, ScoreStatus
 
 if TYPE_CHECKING:
@@ -36,6 +45,8 @@ _KEYS = frozenset({"grounding", "grounding_claims", "hallucination", "hallucinat
                    "completeness", "consistency", "consistent_correct"})
 
 
+HUMAN_ACCURACY = "grounding_human_accuracy"
+HUMAN_KAPPA = "grounding_human_kappa"
 _CUT_KEYS = ("claims_over_limit", "claims_too_long", "members_over_limit",
              "references_over_limit")
 
@@ -50,6 +61,7 @@ def _count(c: Counter[str], score: Score) -> None:
         fallbacks = len(d.get("batch_fallbacks", ()))
         c["batch_fallbacks"] += fallbacks
         c["answers_batch_fallback"] += int(fallbacks > 0)
+        _count_human(c, score)
         if status is ScoreStatus.OK:
             c["answers"] += 1
             c["hallucinated"] += int(d.get("contradicted", 0) > 0)
@@ -75,6 +87,50 @@ def _count(c: Counter[str], score: Score) -> None:
         c["judged_pairs"] += sum(p.get("by") == "judge" for p in d.get("pairs", ()))
     else:
         c[f"groups_{status.value}"] += 1
+
+
+def _count_human(c: Counter[str], score: Score) -> None:
+    """The human labels of one grounding review (``scoring.grounding.with_human_labels``):
+    the confusion cell of a scored answer (``human_<h><j>``, 1 = hallucinated), labelled
+    answers not scored, and labelled / matched / agreeing claims."""
+    d = score.detail
+    human = d.get("human_hallucinated")
+    if isinstance(human, bool):
+        if score.status is ScoreStatus.OK:
+            judge = score.values.get("hallucinated_answers") == 1.0
+            c[f"human_{int(human)}{int(judge)}"] += 1
+        else:
+            c["human_unscored"] += 1
+    labelled = d.get("human_claims")
+    if isinstance(labelled, int) and not isinstance(labelled, bool):
+        c["human_claims"] += labelled
+    for claim in d.get("claims") or ():
+        if isinstance(claim, Mapping) and claim.get("human_verdict") and claim.get("verdict"):
+            c["human_claims_matched"] += 1
+            c["human_claims_agree"] += int(claim["human_verdict"] == claim["verdict"])
+
+
+def human_pairs(c: Counter[str]) -> list[tuple[bool, bool]]:
+    """The ``(human, judge)`` hallucinated-answer pairs behind the confusion counts."""
+    return [(h == 1, j == 1) for h in (1, 0) for j in (1, 0) for _ in range(c[f"human_{h}{j}"])]
+
+
+def _human_block(c: Counter[str]) -> dict[str, Any]:
+    out = versus_human(human_pairs(c), ("hallucinated", "not hallucinated"))
+    matched = c["human_claims_matched"]
+    return {**out, "labelled_not_scored": c["human_unscored"],
+            "claims": {"labelled": c["human_claims"], "matched": matched,
+                       "agree": c["human_claims_agree"],
+                       "accuracy": c["human_claims_agree"] / matched if matched else None}}
+
+
+def _human_rows(c: Counter[str], subset: str) -> list[MetricRow]:
+    pairs = human_pairs(c)
+    if not pairs:
+        return []
+    out = versus_human(pairs, ("hallucinated", "not hallucinated"))
+    return [MetricRow(metric=HUMAN_ACCURACY, subset=subset, num=len(pairs), score=out["accuracy"]),
+            MetricRow(metric=HUMAN_KAPPA, subset=subset, num=len(pairs), score=out["cohen_kappa"])]
 
 
 def _block(c: Counter[str]) -> dict[str, Any]:
@@ -117,13 +173,18 @@ def with_grounding_stats(rep: DatasetReport, judge: JudgeConfig | None,
 
     total: Counter[str] = Counter()
     subsets = {}
+    rows: list[MetricRow] = []
     for subset in rep.subsets:
         c: Counter[str] = Counter()
         for score in scores.get(subset, ()):
             if score.scorer in _SCORERS:
                 _count(c, score)
         subsets[subset] = _block(c)
+        rows += _human_rows(c, subset)
         total.update(c)
+    if len(rep.subsets) > 1:
+        rows += _human_rows(total, OVERALL)
+    rows.sort(key=lambda r: r.metric != HUMAN_ACCURACY)
     opts = grounding_options(judge)
     retries = opts.max_retries if opts.max_retries is not None else \
         judge.max_retries if judge is not None else 2
@@ -135,7 +196,10 @@ def with_grounding_stats(rep: DatasetReport, judge: JudgeConfig | None,
              "verify": opts.verify,
              "models": judge_ids(grounding_models(judge)), "bounds": bounds,
              "subsets": subsets, "overall": _block(total)}
-    return rep.model_copy(update={"extra": {**rep.extra, "grounding": extra}})
+    if any(k.startswith("human_") for k in total):
+        extra["human"] = _human_block(total)
+    return rep.model_copy(update={"metrics": [*rep.metrics, *rows],
+                                  "extra": {**rep.extra, "grounding": extra}})
 
 
 def add_grounding_stats(rep: DatasetReport, judge: JudgeConfig | None, store: RunStore, *,

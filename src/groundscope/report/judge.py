@@ -25,9 +25,9 @@ from groundscope.metrics import OVERALL
 from groundscope.report.model import DatasetReport, MetricRow
 from groundscope.scoring.agreement import (
     cohen_kappa,
-    confusion_matrix,
     fleiss_kappa,
     pairwise_agreement,
+    versus_human,
 )
 from groundscope.types import Score
 
@@ -98,12 +98,7 @@ class JudgeStats:
                                 "value": pairwise_agreement(multi),
                                 "fleiss_kappa": fleiss_kappa(multi)}
         if self.human:
-            hits = sum(h == j for h, j in self.human)
-            out["human"] = {"samples": len(self.human), "accuracy": hits / len(self.human),
-                            "cohen_kappa": cohen_kappa(self.human),
-                            "confusion": {"rows": "human", "columns": "judge",
-                                          "labels": ["correct", "incorrect"],
-                                          "matrix": confusion_matrix(self.human)}}
+            out["human"] = versus_human(self.human, ("correct", "incorrect"))
         return out
 
 

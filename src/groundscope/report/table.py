@@ -79,6 +79,8 @@ _FIXED_LABELS = {
     "judge_agreement": "Judge agreement ↑",
     "judge_human_accuracy": "Judge vs human ↑",
     "judge_human_kappa": "Judge vs human · κ ↑",
+    "grounding_human_accuracy": "Grounding judge vs human ↑",
+    "grounding_human_kappa": "Grounding judge vs human · κ ↑",
 }
 
 

@@ -2,9 +2,11 @@
 
 - between judges: :func:`pairwise_agreement` (mean share of agreeing judge pairs per sample;
   the ``Judge agreement ↑`` row) and :func:`fleiss_kappa` (chance-corrected, in the JSON);
-- judge vs human: :func:`confusion_matrix`, accuracy and :func:`cohen_kappa`.
+- judge vs human: :func:`confusion_matrix`, accuracy and :func:`cohen_kappa`, together in
+  :func:`versus_human` (the report's block, for the correctness judge and the grounding judge).
 
-Verdicts are booleans: ``True`` = correct. References: Fleiss, J. L. (1971) "Measuring nominal
+Verdicts are booleans: ``True`` = correct (the grounding judge: ``True`` = hallucinated).
+References: Fleiss, J. L. (1971) "Measuring nominal
 scale agreement among many raters"; Cohen, J. (1960) "A coefficient of agreement for nominal
 scales". A statistic that is undefined (no data, or no variation so chance agreement is 1)
 is ``None``, never a made-up number.
@@ -101,3 +103,18 @@ def cohen_kappa(pairs: Sequence[tuple[bool, bool]]) -> float | None:
     if p_e >= 1.0:
         return None
     return (p_o - p_e) / (1 - p_e)
+
+
+def versus_human(pairs: Sequence[tuple[bool, bool]], labels: tuple[str, str]) -> dict[str, Any]:
+    """The report's judge-vs-human block of ``(human, judge)`` pairs: samples, accuracy,
+    Cohen's kappa and the confusion matrix (rows: human, columns: judge; ``labels`` name
+    ``True`` then ``False``).
+
+    >>> versus_human([(True, True), (False, False), (False, True)], ("yes", "no"))["accuracy"]
+    0.6666666666666666
+    """
+    hits = sum(h == j for h, j in pairs)
+    return {"samples": len(pairs), "accuracy": hits / len(pairs) if pairs else None,
+            "cohen_kappa": cohen_kappa(pairs),
+            "confusion": {"rows": "human", "columns": "judge", "labels": list(labels),
+                          "matrix": confusion_matrix(pairs)}}

@@ -46,7 +46,9 @@ cached under ``completeness``); they are matched one-to-one to the expected elem
 is one with more than ``max_elements`` (64) elements (``detail.too_many_elements``: not
 scored rather than scored on part of its list, which would change what 1.0 means).
 
-Every claim's verdict, reason and votes are kept in ``Score.detail["claims"]``.
+Every claim's verdict, reason and votes are kept in ``Score.detail["claims"]``. A record's
+human labels (``dataset/labels.py``) are copied into the review (:func:`with_human_labels`)
+for ``report/grounding.py`` to compare with the judge.
 
 >>> tally(["supported", "contradicted", "not_determinable"], "unsupported")[0]["grounding"]
 0.3333333333333333
@@ -55,8 +57,8 @@ Every claim's verdict, reason and votes are kept in ``Score.detail["claims"]``.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from groundscope.scoring.base import unusable
@@ -149,6 +151,10 @@ class GroundingScorer:
     keys: tuple[str, ...] = GROUNDING_KEYS
 
     async def score(self, sample: Sample, prediction: Prediction) -> Score:
+        score = await self._score(sample, prediction)
+        return with_human_labels(score, sample.metadata)
+
+    async def _score(self, sample: Sample, prediction: Prediction) -> Score:
         bad = unusable(sample, prediction, self.name)
         if bad is not None:
             return bad
@@ -201,6 +207,37 @@ class GroundingScorer:
                    claims: list[dict[str, Any]], **cut: Any) -> Score:
         return self._status(sample, prediction, ScoreStatus.NO_ANSWER, no_claims=True,
                             reason=reason, claims=claims, n_claims=len(claims), **cut)
+
+
+def with_human_labels(score: Score, metadata: Mapping[str, Any]) -> Score:
+    """``score`` with the record's human labels in its detail (``dataset/labels.py``):
+    ``human_hallucinated``, and each claim's ``human_verdict`` where a labelled claim equals
+    it after normalisation (``human_claims``: the number labelled). ``report/grounding.py``
+    compares them with the judge's.
+
+    >>> s = Score("1", "grounding", ScoreStatus.OK, detail={"claims": [
+    ...     {"claim": "The dog is brown.", "verdict": "supported"}]})
+    >>> d = with_human_labels(s, {"human_hallucinated": False, "human_claims": [
+    ...     {"claim": "the dog is brown", "verdict": "contradicted"}]}).detail
+    >>> d["human_hallucinated"], d["human_claims"], d["claims"][0]["human_verdict"]
+    (False, 1, 'contradicted')
+    """
+    flag, labelled = metadata.get("human_hallucinated"), metadata.get("human_claims") or ()
+    if flag is None and not labelled:
+        return score
+    detail = dict(score.detail)
+    if flag is not None:
+        detail["human_hallucinated"] = bool(flag)
+    if labelled:
+        human = {normalise_answer(str(c["claim"])): c["verdict"] for c in labelled}
+        detail["human_claims"] = len(labelled)
+        claims = []
+        for c in detail.get("claims") or ():
+            verdict = human.get(normalise_answer(str(c["claim"])))
+            claims.append(c if verdict is None else {**c, "human_verdict": verdict})
+        if claims:
+            detail["claims"] = claims
+    return replace(score, detail=detail)
 
 
 def bounded_claims(claims: Sequence[str], opts: GroundingConfig
