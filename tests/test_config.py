@@ -211,3 +211,28 @@ def test_a_block_that_is_not_a_mapping_is_named_without_class_names() -> None:
     with pytest.raises(ConfigError) as err:
         cfg(judge="llm")
     assert str(err.value) == "judge: Input should be a valid dictionary (got 'llm')"
+
+
+def test_the_judges_repair_turns_are_max_repairs_and_the_old_name_is_noted_once(caplog) -> None:
+    """``max_retries`` meant transport retries in the task config and repair turns in the
+    judge block; the judge's is ``max_repairs``. The old name still reads, with one note."""
+    import logging
+
+    from groundscope import compat
+    from groundscope.config import JudgeConfig
+
+    compat.noted_renames.clear()
+    with caplog.at_level(logging.WARNING, logger="groundscope"):
+        cfg = load_config({"model": "m", "api_url": "http://h/v1", "datasets": ["general_vqa"],
+                                "max_retries": 7,
+                                "judge": {"max_retries": 1, "grounding": {"max_retries": 0}}})
+        JudgeConfig(max_retries=3)
+    assert (cfg.max_retries, cfg.judge.max_repairs, cfg.judge.grounding.max_repairs) == (7, 1, 0)
+    notes = [r.getMessage() for r in caplog.records]
+    assert notes == ["judge.max_retries is deprecated: it is now judge.max_repairs (the same value)",
+                     "judge.grounding.max_retries is deprecated: it is now "
+                     "judge.grounding.max_repairs (the same value)"]
+    assert "max_retries" not in cfg.judge.model_dump()
+    with pytest.raises(ConfigError, match="max_retries"):  # both names: the old one is unknown
+        load_config({"model": "m", "api_url": "http://h/v1", "datasets": ["general_vqa"],
+                          "judge": {"max_retries": 1, "max_repairs": 2}})

@@ -113,7 +113,7 @@ def test_judge_strategies_bounds_hold_and_model_requests_are_exact(strategy: str
         return
     for judge in ("judge-a", "judge-b"):  # free-form samples only: choices match by letter
         assert est.row("correctness", judge).requests == 6 * 2
-        assert est.row("correctness", judge).requests_with_repairs == 6 * 2 * 3  # max_retries 2
+        assert est.row("correctness", judge).requests_with_repairs == 6 * 2 * 3  # max_repairs 2
         assert sent[("correctness", judge)] > 0
     if strategy == "llm":  # every free-form answer is judged once; the second repeat's
         # answer is the same (the simulator is deterministic): served from the judge cache
@@ -141,7 +141,7 @@ def test_batch_verification_bound_is_one_request_per_answer_and_vote(tmp_path: P
     server = _server({"general_vqa": GROUNDING}, truth=TRUTH)
     with server as url:
         models = [{"model_id": f"g-{k}", "api_url": url} for k in "12"]
-        judge = {"models": models, "max_retries": 1,
+        judge = {"models": models, "max_repairs": 1,
                  "grounding": {"votes": 3, "max_claims": 4, "verify": "batch"}}
         est, sent, _ = _run_and_compare(_cfg(url, tmp_path, {"general_vqa": GROUNDING}, judge),
                                         server)

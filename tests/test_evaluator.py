@@ -50,7 +50,7 @@ def judge_url() -> Iterator[str]:
 
 
 def judge(url: str, **grounding: Any) -> dict[str, Any]:
-    return {"models": {"model_id": "grounding-judge", "api_url": url}, "max_retries": 2,
+    return {"models": {"model_id": "grounding-judge", "api_url": url}, "max_repairs": 2,
             **({"grounding": grounding} if grounding else {})}
 
 

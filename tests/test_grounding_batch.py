@@ -85,7 +85,7 @@ def pred(text: str, sid: str = "s1") -> Prediction:
 
 def judge(*urls: str, **grounding: Any) -> JudgeConfig:
     models = [{"model_id": f"grounder-{n}", "api_url": url} for n, url in enumerate(urls)]
-    return JudgeConfig(models=models, grounding=grounding, max_retries=2)
+    return JudgeConfig(models=models, grounding=grounding, max_repairs=2)
 
 
 async def _score(cfg: JudgeConfig, answers: Sequence[str], tmp_path: Path) -> list[Score]:
@@ -170,7 +170,7 @@ def test_a_batch_that_keeps_breaking_falls_back_per_claim_and_is_counted(
     responder = GroundingResponder(truth, batch_fault=fault)
     with SimulatorServer(responders=[responder]) as url:
         (score, other) = run(judge(url, verify="batch"), [DOG, "Grass."], tmp_path)
-    # per answer 1 try + max_retries (2) repairs of the batch, then its claims one by one
+    # per answer 1 try + max_repairs (2) repairs of the batch, then its claims one by one
     assert responder.calls == {CLAIMS_MARKER: 2, VERIFY_BATCH_MARKER: 3 + 3,
                                VERIFY_MARKER: 4 + 1}
     assert score.status is other.status is ScoreStatus.OK

@@ -77,7 +77,7 @@ def pred(text: str, sid: str = "s1") -> Prediction:
 
 def judge(url: str, **grounding: Any) -> JudgeConfig:
     return JudgeConfig(models=[{"model_id": "grounder", "api_url": url}],
-                       grounding=grounding or None, max_retries=2)
+                       grounding=grounding or None, max_repairs=2)
 
 
 async def _score(cfg: JudgeConfig, metric: str, items: Sequence[tuple[Sample, Prediction]],
@@ -151,7 +151,7 @@ def test_unparseable_output_is_retried_then_judge_failed(truth: GroundTruth, tmp
     with SimulatorServer(responders=[responder]) as url:
         (score,), _ = run(judge(url), "grounding", [(sample(), pred("A dog."))], tmp_path)
     assert score.status is ScoreStatus.JUDGE_FAILED and dict(score.values) == {}
-    assert responder.calls[CLAIMS_MARKER] == 3  # one try + max_retries (2) repairs
+    assert responder.calls[CLAIMS_MARKER] == 3  # one try + max_repairs (2) repairs
     assert score.detail["judge_failed"].startswith("claim extraction: no usable claims reply after 3")
     acc = MetricAccumulator()
     acc.add("t", score, ("grounding",))

@@ -96,11 +96,11 @@ def _bodies(url: str) -> list[dict]:
 def test_garbage_is_retried_then_judge_failed(tmp_path: Path) -> None:
     responder = JudgeResponder(malformed=1.0)
     with SimulatorServer(responders=[responder]) as url:
-        cfg = judge_cfg(url, max_retries=2)
+        cfg = judge_cfg(url, max_repairs=2)
         scores = asyncio.run(score_all(cfg, [(sample(), pred("a dog"))], tmp_path))
     (score,) = scores
     assert score.status is ScoreStatus.JUDGE_FAILED and dict(score.values) == {}
-    assert responder.calls == 3  # one try + max_retries repairs, then it gives up
+    assert responder.calls == 3  # one try + max_repairs repairs, then it gives up
     (vote,) = score.detail["votes"]
     assert vote["verdict"] is None and vote["attempts"] == 3
     assert "no usable verdict after 3 replies" in vote["error"]

@@ -146,7 +146,7 @@ def test_broken_judge_gives_judge_failed_excluded_and_counted(tmp_path) -> None:
         report = run_task({
             "model": "m", "api_url": url, "datasets": ["general_vqa"], "dataset_args": VQA_ARGS,
             "limit": 4, "work_dir": str(tmp_path),
-            "judge": {"strategy": "llm", "max_retries": 1,
+            "judge": {"strategy": "llm", "max_repairs": 1,
                       "models": {"model_id": "bad-judge", "api_url": url}}})
     rep = report.dataset("general_vqa")
     row = rep.row("accuracy")

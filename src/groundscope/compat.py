@@ -2,8 +2,9 @@
 
 Metric names in ``metric_list`` (``BLEU``, ``Rouge``, ``acc``), score keys in EvalScope's
 review files (``bleu-1``, ``Rouge-L-R``) and report files (``mean_Rouge-L-R``), eval types
-(``service`` is the old name of ``openai_api``), and task-config keys that EvalScope accepts
-but that mean nothing for a remote multimodal evaluation.
+(``service`` is the old name of ``openai_api``), task-config keys that EvalScope accepts
+but that mean nothing for a remote multimodal evaluation, and groundscope's own renamed keys
+(:func:`renamed_key`).
 """
 
 from __future__ import annotations
@@ -85,6 +86,25 @@ def report_metric_name(key: str) -> str:
     ['mean_Rouge-L-R', 'mean_bleu-1', 'mean_acc', 'mean_grounding']
     """
     return f"mean_{_EVALSCOPE_SCORE_KEYS.get(key, key)}"
+
+
+noted_renames: set[str] = set()  # the renamed keys already noted in this process (one note each)
+
+
+def renamed_key(data: Any, old: str, new: str, where: str) -> Any:
+    """``data`` (a config block, as given) with its key ``old`` read as ``new``, and a
+    one-line deprecation note, once per process. Both given: left as is, so the block's
+    unknown-key error names ``old``.
+
+    >>> renamed_key({"max_retries": 1}, "max_retries", "max_repairs", "judge")
+    {'max_repairs': 1}
+    """
+    if not isinstance(data, Mapping) or old not in data or new in data:
+        return data
+    if where not in noted_renames:
+        noted_renames.add(where)
+        log.warning("%s.%s is deprecated: it is now %s.%s (the same value)", where, old, where, new)
+    return {(new if k == old else k): v for k, v in data.items()}
 
 
 def translate_task_config(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -160,12 +160,17 @@ class GroundingConfig(_Strict):
     votes: int = Field(default=1, ge=1, le=15)
     vote_temperature: float = Field(default=0.7, ge=0.0, le=2.0)
     not_determinable: Literal["unsupported", "excluded", "supported"] = "unsupported"
-    max_retries: int | None = Field(default=None, ge=0, le=10)
+    max_repairs: int | None = Field(default=None, ge=0, le=10)
     max_claims: int = Field(default=32, ge=1, le=1024)
     max_claim_chars: int = Field(default=500, ge=16, le=100_000)
     max_elements: int = Field(default=64, ge=1, le=1024)
     max_group_size: int = Field(default=16, ge=2, le=256)
     verify: Literal["per_claim", "batch"] = "per_claim"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        return compat.renamed_key(data, "max_retries", "max_repairs", "judge.grounding")
 
 
 class JudgeConfig(_Strict):
@@ -178,10 +183,17 @@ class JudgeConfig(_Strict):
     strategy: JudgeStrategyName = "auto"
     models: JudgeModels = Field(default_factory=list)
     multimodal: bool = False
-    max_retries: int = Field(default=2, ge=0, le=10)
+    max_repairs: int = Field(default=2, ge=0, le=10)
     max_reply_chars: int = Field(default=262_144, ge=1024, le=16 << 20)
     human_label_field: str = "human_label"
     grounding: GroundingConfig | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        # ``max_retries`` meant these repair turns here and transport retries in the task
+        # config: one name, two meanings. The judge's is ``max_repairs`` now.
+        return compat.renamed_key(data, "max_retries", "max_repairs", "judge")
 
     def all_models(self) -> list[JudgeModel]:
         """The judge models and the grounding block's own models (for secrets and URL checks)."""

@@ -25,8 +25,8 @@ equivalence   per paraphrase group (subset, ``group``, repeat) of n samples, wit
               (answer-vs-reference checks); none when m < 2
 ============= ====================================================================
 
-A reply that breaks its contract gets up to R repair turns (``judge.max_retries``; for the
-grounding steps ``judge.grounding.max_retries`` when set): "with repairs" is requests x
+A reply that breaks its contract gets up to R repair turns (``judge.max_repairs``; for the
+grounding steps ``judge.grounding.max_repairs`` when set): "with repairs" is requests x
 (1 + R). Identical requests are answered from the run's cache, so a run may send fewer.
 
 Judge prompt tokens are those of the real prompts (``scoring/judge_prompt.py``,
@@ -126,9 +126,9 @@ class Steps:
         self._opts = grounding_options(judge)
         self._judges = list(judge.models) if judge else []
         self._grounders = grounding_models(judge)
-        self._repairs = judge.max_retries if judge else 0
-        self._g_repairs = self._repairs if self._opts.max_retries is None \
-            else self._opts.max_retries
+        self._repairs = judge.max_repairs if judge else 0
+        self._g_repairs = self._repairs if self._opts.max_repairs is None \
+            else self._opts.max_repairs
         self._groups: dict[tuple[str, str], list[tuple[str, int]]] = {}
 
     def rows(self) -> list[StepRow]:

@@ -17,9 +17,10 @@ columns judge, hallucinated first), labelled answers not scored, and claim-level
 (labelled, matched to a judge claim, agreeing).
 
 It also shows the fan-out bounds in force (``bounds``: ``max_claims``, ``max_claim_chars``,
-``max_elements``, ``max_group_size``, ``max_reply_chars``, ``max_retries``) and everything
-they cut (``cut``: claims not verified because an answer had too many or they were too long,
-records with too many elements, group members and references left out), never silently:
+``max_elements``, ``max_group_size``, ``max_reply_chars``, and ``max_repairs`` under the
+report's schema-1 key ``max_retries``) and everything they cut (``cut``: claims not
+verified because an answer had too many or they were too long, records with too many
+elements, group members and references left out), never silently:
 :func:`report.table.cut_notes` words the non-zero ones for the terminal summary and the
 HTML page.
 """
@@ -186,8 +187,8 @@ def with_grounding_stats(rep: DatasetReport, judge: JudgeConfig | None,
         rows += _human_rows(total, OVERALL)
     rows.sort(key=lambda r: r.metric != HUMAN_ACCURACY)
     opts = grounding_options(judge)
-    retries = opts.max_retries if opts.max_retries is not None else \
-        judge.max_retries if judge is not None else 2
+    retries = opts.max_repairs if opts.max_repairs is not None else \
+        judge.max_repairs if judge is not None else 2
     bounds = {"max_claims": opts.max_claims, "max_claim_chars": opts.max_claim_chars,
               "max_elements": opts.max_elements, "max_group_size": opts.max_group_size,
               "max_reply_chars": judge.max_reply_chars if judge is not None else None,

@@ -138,8 +138,9 @@ def with_judge_stats(rep: DatasetReport, judge: JudgeConfig | None,
     rows.sort(key=lambda r: [JUDGE_AGREEMENT, HUMAN_ACCURACY, HUMAN_KAPPA].index(r.metric))
     from groundscope.scoring.judge import judge_ids
 
+    # ``max_retries``: schema 1's key for the judge's repair turns (``judge.max_repairs``)
     extra = {"strategy": judge.strategy, "models": judge_ids(judge.models),
-             "multimodal": judge.multimodal, "max_retries": judge.max_retries, **total.to_json()}
+             "multimodal": judge.multimodal, "max_retries": judge.max_repairs, **total.to_json()}
     return rep.model_copy(update={"metrics": [*rep.metrics, *rows],
                                   "extra": {**rep.extra, "judge": extra}})
 

@@ -105,9 +105,9 @@ def grounding_panel(ctx: ScoringContext) -> JudgePanel:
     def make() -> JudgePanel:
         judge = ctx.judge or JudgeConfig()
         opts = grounding_options(judge)
-        retries = judge.max_retries if opts.max_retries is None else opts.max_retries
+        retries = judge.max_repairs if opts.max_repairs is None else opts.max_repairs
         cfg = JudgeConfig(strategy="llm", models=grounding_models(judge), multimodal=True,
-                          max_retries=retries, max_reply_chars=judge.max_reply_chars)
+                          max_repairs=retries, max_reply_chars=judge.max_reply_chars)
         return JudgePanel(ctx, cfg)
 
     return ctx.shared("grounding:panel", make)

@@ -8,7 +8,7 @@ and closed by ``ScoringContext.aclose``, behind one
 ``<run_dir>/cache/judge.jsonl``, so re-scoring and resumed runs repeat no call.
 
 Per judge, a reply that breaks the verdict contract is repaired up to
-``JudgeConfig.max_retries`` times (``judge_prompt.repair_messages``); transport failures are
+``JudgeConfig.max_repairs`` times (``judge_prompt.repair_messages``); transport failures are
 retried by the client's own policy. A judge that still gives no verdict casts no vote. The
 panel's verdict is the strict majority of the votes cast; no vote, or a tie, is
 ``judge_failed`` — never a 0 or a 1. A judge endpoint that answers 401/403/404 is marked
@@ -182,7 +182,7 @@ class JudgePanel:
                   overrides: Mapping[str, Any] | None = None) -> Reply[T]:
         """Judge ``i``'s reply to ``messages``, read by ``parse`` (which raises ``ReplyError``).
 
-        A broken reply gets up to ``max_retries`` repair turns (``shape`` is the JSON the
+        A broken reply gets up to ``max_repairs`` repair turns (``shape`` is the JSON the
         repair turn asks for; default: the verdict's). A reply longer than
         ``max_reply_chars`` is broken too: it is never parsed, and its repair turn quotes
         only its first ``max_reply_chars`` characters. Replies are cached under ``purpose``;
@@ -194,7 +194,7 @@ class JudgePanel:
         chat = self._chat(i, purpose, overrides or {})
         cap = self.cfg.max_reply_chars
         problem = ""
-        for attempt in range(1, self.cfg.max_retries + 2):
+        for attempt in range(1, self.cfg.max_repairs + 2):
             try:
                 completion = await chat.complete(messages)
             except MediaError as exc:
@@ -219,8 +219,8 @@ class JudgePanel:
                           problem, attempt)
                 messages = repair_messages(messages, text[:cap], problem, shape=shape)
         what = "verdict" if purpose == "judge" else f"{purpose} reply"
-        return Reply(judge, None, self.cfg.max_retries + 1,
-                     f"no usable {what} after {self.cfg.max_retries + 1} replies: {problem}",
+        return Reply(judge, None, self.cfg.max_repairs + 1,
+                     f"no usable {what} after {self.cfg.max_repairs + 1} replies: {problem}",
                      broke_contract=True)
 
     def _mark_broken(self, i: int, error: str) -> None:

@@ -12,7 +12,7 @@ the votes its slots cast, else ``not_determinable``; a claim no slot voted on ha
   read by ``parse_check``).
 - ``batch``: a slot sends one request with the answer's N claims numbered
   (``verify_batch_messages``), whose reply must list exactly N verdicts in claim order
-  (``parse_checks``); a broken reply gets the same repair turns (``max_retries``) as a
+  (``parse_checks``); a broken reply gets the same repair turns (``max_repairs``) as a
   per-claim one. A slot whose batch still breaks the contract after them (a wrong count or
   order, an unknown verdict, no JSON, a reply over ``max_reply_chars``) **falls back**: its
   claims are asked one per request, as in ``per_claim``, so the answer is still scored; the
@@ -20,7 +20,7 @@ the votes its slots cast, else ``not_determinable``; a claim no slot voted on ha
   and counted in the report (``extra.grounding``). A batch that failed otherwise (transport,
   an unavailable judge, media) casts no vote, as a failed per-claim request does.
 
-Requests per answer of N claims (after the bounds), M models, V votes, R = ``max_retries``:
+Requests per answer of N claims (after the bounds), M models, V votes, R = ``max_repairs``:
 
 =============== ========== ==========================================================
 mode            no repair  at most
