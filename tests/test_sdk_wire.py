@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from api_support import MESSAGE_OK, RESPONSE_OK, Scripted
 from groundscope import run_task
@@ -45,7 +45,11 @@ ARGS = {"general_vqa": {"local_path": str(ROOT / "examples" / "vqa"),
 
 
 def materialise(value: Any) -> Any:
-    """``value`` with every lazily validated iterator consumed (and so validated)."""
+    """``value`` with every lazily validated iterator consumed (and so validated). A block the
+    SDK's union read as one of its models (anthropic 2.17 reads a text block as ``TextBlock``)
+    is compared as the fields it was given."""
+    if isinstance(value, BaseModel):
+        return materialise(value.model_dump(exclude_unset=True))
     if isinstance(value, dict):
         return {k: materialise(v) for k, v in value.items()}
     if isinstance(value, list | tuple) or type(value).__name__ == "ValidatorIterator":
