@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import difflib
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 _S = argparse.SUPPRESS
@@ -20,6 +22,27 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"groundscope: error: {' '.join(message.split())}\n")
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        """As argparse, but a mistyped flag of this (sub-)command is an error with a
+        did-you-mean among its flags (a sub-command's parser sees its own flags here)."""
+        ns, extras = super().parse_known_args(args, namespace)
+        if extras:  # (a sub-command's parser fails first, on its own flags)
+            hints = [_did_you_mean(tok, self._option_string_actions)
+                     for tok in extras if tok.startswith("-")]
+            hint = next((h for h in hints if h), "")
+            self.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+        return ns, extras
+
+
+def _did_you_mean(token: str, options: Sequence[str] | dict[str, Any]) -> str:
+    """`` (did you mean --model?)`` for ``--modle`` (``--modle=x`` too); empty if none is close."""
+    flag = token.split("=", 1)[0]
+    close = difflib.get_close_matches(flag, [o for o in options if o.startswith("--")], n=1,
+                                      cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def _bounded(text: str) -> str:
