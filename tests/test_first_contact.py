@@ -11,7 +11,7 @@ import pytest
 
 from cli_support import EXAMPLES
 from groundscope.cli import main
-from groundscope.simulator import SimulatorServer
+from groundscope.simulator import SimBehaviour, SimulatorServer
 
 
 def test_a_mistyped_flag_gets_a_did_you_mean(capsys: pytest.CaptureFixture[str]) -> None:
@@ -70,3 +70,50 @@ def test_dns_and_tls_failures_say_which(capsys: pytest.CaptureFixture[str], tmp_
                           url.replace("http://", "https://"))
     assert code == 2 and ": TLS handshake failed" in err and "\n" not in err.strip()
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
+def _last_line(err: str) -> str:
+    return err.strip().splitlines()[-1]
+
+
+def test_a_404_names_the_url_posted_to_and_suggests_the_v1_base(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with SimulatorServer() as url:
+        root = url.removesuffix("/v1")
+        code, err = _eval(capsys, tmp_path, "--model", "m", "--api-url", f"{root}/api")
+    assert code == 1
+    assert (f"HTTP 404: 404: Not Found (POST {root}/api/chat/completions: no such route; "
+            f"OpenAI-compatible servers serve under /v1: try --api-url {root}/v1)") in _last_line(err)
+
+
+def test_an_unknown_model_lists_what_v1_models_offers(capsys: pytest.CaptureFixture[str],
+                                                      tmp_path: Path) -> None:
+    with SimulatorServer(behaviour=SimBehaviour(models=("vl-large", "vl-small"))) as url:
+        code, err = _eval(capsys, tmp_path, "--model", "vl-larg", "--api-url", url,
+                          "--eval-batch-size", "4")
+    assert code == 1
+    assert (f"(POST {url}/chat/completions: model 'vl-larg' is not served there; /v1/models "
+            "offers: vl-large, vl-small)") in _last_line(err)
+    failed = [line for line in err.splitlines() if "failed: HTTP 400" in line]
+    assert failed and all("offers: vl-large, vl-small" in line for line in failed)  # each one
+
+
+def test_a_401_names_where_the_key_came_from_never_its_value(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "sk-first-hour-0123456789"
+    monkeypatch.setenv("GS_FIRST_KEY", secret)
+    with SimulatorServer(behaviour=SimBehaviour(echo_key="error")) as url:  # echoes the key back
+        code, err = _eval(capsys, tmp_path, "--model", "m", "--api-url", url,
+                          "--api-key", "$GS_FIRST_KEY")
+        assert code == 1 and secret not in err
+        assert f"(POST {url}/chat/completions: the key was rejected; it came from $GS_FIRST_KEY)" \
+            in _last_line(err)
+        code, err = _eval(capsys, tmp_path, "--model", "m", "--api-url", url, "--api-key", secret)
+        assert code == 1 and secret not in err
+        assert "the key was rejected; it came from --api-key)" in _last_line(err)
+        config = tmp_path / "task.yaml"
+        config.write_text(f"api_key: {secret}\n")
+        code, err = _eval(capsys, tmp_path, "--config", str(config), "--model", "m",
+                          "--api-url", url)
+        assert code == 1 and secret not in err
+        assert f"it came from api_key in {config})" in _last_line(err)

@@ -36,7 +36,9 @@ def _cmd_eval(ns: argparse.Namespace) -> int:
 
         print(dry_run_text(cfg, as_json=ns.json))
         return 0
-    runner = Runner(cfg, progress=False if ns.no_progress else None)
+    key_source = "--api-key" if hasattr(ns, "api_key") else (
+        f"api_key in {ns.config}" if ns.config else None)
+    runner = Runner(cfg, progress=False if ns.no_progress else None, key_source=key_source)
     import asyncio
 
     from groundscope.errors import NothingEvaluated

@@ -79,8 +79,10 @@ _READ_AHEAD = 16  # records read and waiting for a model slot, at most
 class Runner:
     """Runs one ``TaskConfig``. Use ``await Runner(cfg).run()``; see ``run.run_task``."""
 
-    def __init__(self, cfg: TaskConfig, *, progress: bool | None = None) -> None:
+    def __init__(self, cfg: TaskConfig, *, progress: bool | None = None,
+                 key_source: str | None = None) -> None:
         self.cfg = cfg
+        self.key_source = key_source  # where a literal api_key came from (a 401 names it)
         self.progress = sys.stderr.isatty() if progress is None else progress
         self.scoring = ScoringContext.from_config(cfg)  # its run_dir: once the store is open
         self.datasets = [plan_dataset(cfg, name, self.scoring) for name in cfg.datasets]
@@ -187,7 +189,7 @@ class Runner:
             retry=RetryPolicy(max_retries=cfg.max_retries, base_delay=cfg.retry_base_delay,
                               max_delay=cfg.retry_max_delay),
             concurrency=cfg.eval_batch_size, max_response_bytes=cfg.max_response_bytes,
-            wire=wire_api(api), gate=gate,
+            wire=wire_api(api), gate=gate, key_source=self.key_source,
         )
         stack.push_async_callback(client.aclose)
         await self._evaluate(client)
@@ -391,7 +393,8 @@ class Runner:
             if self.cfg.ignore_errors or self.cfg.max_error_rate is not None:
                 why = f"error rate {rate:.1%} crossed max_error_rate {self._error_budget:.1%}"
             else:
-                why = "a sample failed (pass --ignore-errors to record failures and go on)"
+                why = (f"a sample failed: {pred.error} (pass --ignore-errors to record "
+                       "failures and go on)")
             self._stop_reason = (f"run stopped early: {why}. Finished work is kept in "
                                  f"{self.run_dir}; resume with --use-cache {self.run_dir}")
 
