@@ -3,6 +3,7 @@ dry run without keys, Ctrl-C and a skipped record each say what happened, in one
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,3 +118,26 @@ def test_a_401_names_where_the_key_came_from_never_its_value(
                           "--api-url", url)
         assert code == 1 and secret not in err
         assert f"it came from api_key in {config})" in _last_line(err)
+
+
+def test_dry_run_estimates_without_the_keys_and_names_every_unset_variable(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("GS_UNSET_MODEL_KEY", "GS_UNSET_JUDGE_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    judge = ('{"strategy": "llm", "models": {"model_id": "j", "api_url": "http://127.0.0.1:9/v1", '
+             '"api_key": "$GS_UNSET_JUDGE_KEY"}}')
+    flags = ("--model", "m", "--api-url", "http://127.0.0.1:9/v1", "--api-key",
+             "$GS_UNSET_MODEL_KEY", "--judge", judge)
+    code = main(["eval", "--datasets", "general_vqa", "--dataset-args", ARGS, *flags,
+                 "--dry-run", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    estimate = json.loads(out)
+    assert estimate["config"]["api_key"] == "$GS_UNSET_MODEL_KEY"
+    assert estimate["estimate"]["datasets"]  # estimated all the same
+    assert err.strip() == ("groundscope: note: not set here (a run needs them): "
+                           "GS_UNSET_MODEL_KEY, GS_UNSET_JUDGE_KEY")
+    code, err = _eval(capsys, tmp_path, *flags)  # a run: both named at once, nothing written
+    assert code == 2 and err.strip() == ("groundscope: error: api_key: environment variables "
+                                         "GS_UNSET_MODEL_KEY, GS_UNSET_JUDGE_KEY are not set")
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())

@@ -30,12 +30,21 @@ def _cmd_eval(ns: argparse.Namespace) -> int:
 
     if ns.json and not ns.dry_run:
         raise ConfigError("--json: only with --dry-run")
-    cfg = load_config(eval_config(ns))
+    from groundscope.keys import unset_keys_listed
+
+    with unset_keys_listed() as unset:  # every unset $NAME at once, not the first of them
+        cfg = load_config(eval_config(ns))
+    missing = ", ".join(unset)
     if ns.dry_run:  # no run directory, no request: what would run, and what it would cost
         from groundscope.estimate import dry_run_text
 
         print(dry_run_text(cfg, as_json=ns.json))
+        if unset:
+            print(f"groundscope: note: not set here (a run needs them): {missing}", file=sys.stderr)
         return 0
+    if unset:
+        raise ConfigError(f"api_key: environment variable {missing} is not set" if len(unset) == 1
+                          else f"api_key: environment variables {missing} are not set")
     key_source = "--api-key" if hasattr(ns, "api_key") else (
         f"api_key in {ns.config}" if ns.config else None)
     runner = Runner(cfg, progress=False if ns.no_progress else None, key_source=key_source)
