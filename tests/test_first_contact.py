@@ -4,7 +4,11 @@ dry run without keys, Ctrl-C and a skipped record each say what happened, in one
 from __future__ import annotations
 
 import json
+import shlex
+import signal
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -141,3 +145,31 @@ def test_dry_run_estimates_without_the_keys_and_names_every_unset_variable(
     assert code == 2 and err.strip() == ("groundscope: error: api_key: environment variables "
                                          "GS_UNSET_MODEL_KEY, GS_UNSET_JUDGE_KEY are not set")
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
+def test_ctrl_c_prints_the_whole_command_that_resumes_with_keys_as_names(tmp_path: Path) -> None:
+    secret, judge_secret = "sk-interrupt-0123456789", "sk-judge-interrupt-9876543210"
+    with SimulatorServer(behaviour=SimBehaviour(latency_ms=30_000)) as url:  # never answers in time
+        judge = json.dumps({"strategy": "llm", "models": {"model_id": "j", "api_url": url,
+                                                          "api_key": judge_secret}})
+        argv = ["eval", "--model", "m", "--api-url", url, "--api-key", secret, "--judge", judge,
+                "--datasets", "general_vqa", "--dataset-args", ARGS, "--work-dir",
+                str(tmp_path / "out"), "--no-progress", "--ignore-errors"]
+        proc = subprocess.Popen([sys.executable, "-m", "groundscope", *argv], cwd=tmp_path,
+                                stderr=subprocess.PIPE, text=True)
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the run has started once it names its directory
+            if "run directory:" in line:
+                run_dir = line.rsplit("run directory: ", 1)[1].strip()
+                break
+        proc.send_signal(signal.SIGINT)
+        err = proc.stderr.read()
+        assert proc.wait(timeout=60) == 130
+    assert secret not in err and judge_secret not in err
+    command = err.strip().splitlines()[-1].strip()
+    resumed = shlex.split(command)
+    assert resumed[:2] == ["groundscope", "eval"] and resumed[-2:] == ["--use-cache", run_dir]
+    assert resumed[resumed.index("--api-key") + 1] == "$API_KEY"
+    assert json.loads(resumed[resumed.index("--judge") + 1])["models"]["api_key"] == "***"
+    assert resumed[resumed.index("--dataset-args") + 1] == ARGS  # every other flag as given
+    assert "--ignore-errors" in resumed and resumed.count("--use-cache") == 1

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from groundscope.cliargs import build_parser, eval_config
+from groundscope.cliargs import build_parser, eval_config, resume_command
 
 if TYPE_CHECKING:
     from groundscope.report.model import Report
@@ -56,8 +56,11 @@ def _cmd_eval(ns: argparse.Namespace) -> int:
     try:
         report = asyncio.run(runner.run())
     except KeyboardInterrupt:
-        print(f"\ninterrupted; finished samples are saved. Resume with: groundscope eval "
-              f"... --use-cache {visible(runner.run_dir)}", file=sys.stderr)
+        from groundscope.redaction import Redactor
+
+        command = resume_command(ns.argv, str(runner.run_dir), Redactor(cfg.secrets()).redact)
+        print(f"\ninterrupted; finished samples are saved. Resume with:\n  {visible(command)}",
+              file=sys.stderr)
         return 130
     except NothingEvaluated as exc:  # the other datasets' results, then the one line (exit 1)
         done = exc.report
@@ -175,7 +178,9 @@ def _cmd_simulate(ns: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     ns = parser.parse_args(argv)
+    ns.argv = argv  # (an interrupted eval prints the command that resumes it)
     if ns.version:
         from importlib.metadata import version
 

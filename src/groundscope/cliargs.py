@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import ast
 import difflib
-from collections.abc import Sequence
+import re
+import shlex
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 _S = argparse.SUPPRESS
@@ -268,7 +270,7 @@ def eval_config(ns: argparse.Namespace) -> dict[str, Any]:
 
         data = read_config_file(ns.config)
     skip = {"command", "config", "no_progress", "version", "sim_accuracy", "sim_latency_ms",
-            "dry_run", "json", "stream", "sim_judge_noise", "sim_api"}
+            "dry_run", "json", "stream", "sim_judge_noise", "sim_api", "argv"}
     for key, value in vars(ns).items():
         if key not in skip:
             data[key] = value
@@ -284,3 +286,31 @@ def eval_config(ns: argparse.Namespace) -> dict[str, Any]:
     if sim:
         data["simulator"] = sim
     return data
+
+
+_KEY_REF = re.compile(r"^\$(?:\{\w+\}|\w+)$")
+_DROPPED = {"--use-cache": 1, "--dry-run": 0, "--json": 0}  # flag -> values it takes
+
+
+def resume_command(argv: Sequence[str], run_dir: str, redact: Callable[[str], str]) -> str:
+    """The command that resumes an interrupted ``groundscope eval ARGV``: its flags, with
+    ``--use-cache RUN_DIR`` for any earlier one; a key given as a value shows as
+    ``$API_KEY`` (a ``$NAME`` stays as typed), every other secret through ``redact``.
+
+    >>> resume_command(["eval", "--api-key", "sk-1", "--model", "m x"], "out/r1", str)
+    "groundscope eval --api-key '$API_KEY' --model 'm x' --use-cache out/r1"
+    """
+    out = ["groundscope"]
+    args = iter(argv)
+    for arg in args:
+        flag, eq, value = arg.partition("=")
+        if flag in _DROPPED:
+            if not eq and _DROPPED[flag]:
+                next(args, None)
+            continue
+        if flag == "--api-key":
+            value = value if eq else next(args, "")
+            out += ["--api-key", value if _KEY_REF.match(value) else "$API_KEY"]
+            continue
+        out.append(redact(arg))
+    return shlex.join([*out, "--use-cache", run_dir])
