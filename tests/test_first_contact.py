@@ -173,3 +173,42 @@ def test_ctrl_c_prints_the_whole_command_that_resumes_with_keys_as_names(tmp_pat
     assert json.loads(resumed[resumed.index("--judge") + 1])["models"]["api_key"] == "***"
     assert resumed[resumed.index("--dataset-args") + 1] == ARGS  # every other flag as given
     assert "--ignore-errors" in resumed and resumed.count("--use-cache") == 1
+
+
+def _with_missing_image(root: Path, png: Path) -> str:
+    """A one-subset VQA dataset whose second record names an image that is not there."""
+    data = root / "data"
+    data.mkdir()
+    (data / "dot.png").write_bytes(png.read_bytes())
+
+    def line(image: str) -> str:
+        return json.dumps({"messages": [{"role": "user", "content": [
+            {"type": "text", "text": "What is it?"},
+            {"type": "image_url", "image_url": {"url": image}}]}], "answer": "dot"})
+
+    (data / "alpha.jsonl").write_text("\n".join([line("dot.png"), line("gone.png"),
+                                                 line("dot.png")]) + "\n")
+    return json.dumps({"general_vqa": {"local_path": str(data)}})
+
+
+def test_a_skipped_record_is_said_at_the_end_with_its_file_and_line(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, png: Path) -> None:
+    args = _with_missing_image(tmp_path, png)
+    code = main(["eval", "--eval-type", "mock", "--datasets", "general_vqa", "--dataset-args",
+                 args, "--work-dir", str(tmp_path / "out"), "--no-timestamp", "--no-progress"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    closing = err.strip().splitlines()[-1]  # after the table and the summary, not mid-log
+    assert closing.startswith("groundscope: warning: general_vqa: 1 bad record skipped, not "
+                              f"evaluated; the first: {tmp_path / 'data' / 'alpha.jsonl'}:2: ")
+    assert "gone.png" in closing and closing.endswith(f"(all in {tmp_path / 'out' / 'skipped.jsonl'})")
+
+
+def test_strict_leaves_no_run_directory_behind(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                               png: Path) -> None:
+    args = _with_missing_image(tmp_path, png)
+    code = main(["eval", "--eval-type", "mock", "--datasets", "general_vqa", "--dataset-args",
+                 args, "--work-dir", str(tmp_path / "out"), "--no-progress", "--strict"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith(f"groundscope: error: {tmp_path / 'data' / 'alpha.jsonl'}:2:")
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -70,6 +70,7 @@ def _cmd_eval(ns: argparse.Namespace) -> int:
         raise
     print(report.table())
     print(render_summary(report.datasets))
+    _print_warnings(report)  # bad records skipped: at the end, not only mid-log
     print(f"Results saved to {visible(report.run_dir)}")
     return 0
 

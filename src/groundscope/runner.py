@@ -15,6 +15,7 @@ everything finished is kept, and ``--use-cache RUN_DIR`` resumes.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -94,6 +95,8 @@ class Runner:
             shipped_config(cfg)
             require_ray()
         check_endpoints(cfg)  # a wrong port or host: one line now, before a run directory
+        if cfg.strict:  # as EvalScope: a bad record is fatal, before any request or run directory
+            contextvars.copy_context().run(self._check_records)
         if cfg.use_cache:
             self.store = RunStore.open(cfg.use_cache, cfg.model_name,
                                        legacy_model=cfg.model_id or cfg.model)
@@ -104,11 +107,24 @@ class Runner:
             1.0 if cfg.ignore_errors else 0.0)
         self._done = 0
         self._errored = 0
+        self._first_skipped: dict[str, str] = {}  # dataset -> its first bad record's problem
         self._stop_reason: str | None = None
         self._side = SideWork([run.scorers for run in self.datasets])
         self._live = LiveView(self.datasets, self.scoring, cfg.pricing)
         self._progress = Progress(self.progress, self._live.status)
         self._redactor = Redactor(cfg.secrets())  # log lines and error texts saved in outputs
+
+    def _check_records(self) -> None:
+        """Read every record with ``strict`` (the first bad one raises), under this run's
+        media settings, in a context of its own (``contextvars.copy_context``)."""
+        from groundscope import media
+
+        media.set_media_roots(self._media_roots)
+        media.set_max_pixels(self.cfg.max_image_pixels)
+        media.set_media_settings(self.cfg.media_settings())
+        for run in self.datasets:
+            for _ in iter_samples(self.cfg, run, strict=True):
+                pass
 
     @property
     def run_dir(self) -> Path:
@@ -138,10 +154,6 @@ class Runner:
         self.store.write_config({**cfg.redacted(), MEDIA_ROOTS_KEY: list(roots)})
         media.set_max_pixels(cfg.max_image_pixels)  # this run's context: load and send
         media.set_media_settings(cfg.media_settings())  # frames, image sizes, wav: model and judges
-        if cfg.strict:  # as EvalScope: a bad record is fatal before any request is sent
-            for run in self.datasets:
-                for _ in iter_samples(cfg, run, strict=True):
-                    pass
         try:
             async with AsyncExitStack() as stack:
                 api_url = cfg.api_url
@@ -156,6 +168,12 @@ class Runner:
                 for run in self.datasets:  # the groups, once every member is scored
                     await finish_groups(self.store, run)
             for run in self.datasets:
+                if run.summary.skipped:  # said with the table, not only mid-log
+                    s = run.summary.skipped
+                    run.summary.warnings.append(
+                        f"{run.name}: {s} bad record{'s' * (s > 1)} skipped, not evaluated; the "
+                        f"first: {self._first_skipped.get(run.name, '?')} (all in "
+                        f"{self.run_dir / 'skipped.jsonl'})")
                 if run.summary.changed:
                     log.warning("%s: %d samples changed since the cached run (request or "
                                 "reference): asked or scored again", run.name, run.summary.changed)
@@ -263,6 +281,7 @@ class Runner:
 
     def _skip(self, run: DatasetRun, subset: str, problem: str) -> None:
         run.summary.skipped += 1
+        self._first_skipped.setdefault(run.name, problem)
         self.store.append_skipped(run.name, subset, problem)
         log.warning("skipped bad record: %s", problem)
 
