@@ -181,7 +181,7 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
            "openai_responses_api; default openai_api)")
     a("--no-progress", action="store_true", help="plain log lines instead of a progress bar")
     a("--executor", default=_S, help="local (default) or ray: samples run on Ray actors "
-      "(pip install 'groundscope[ray]'; docs/scale-out.md)")
+      "(pip install -e '.[ray]' in the clone; docs/scale-out.md)")
     a("--ray-address", default=_S, help="ray: the cluster to join (default: start a local Ray)")
     a("--workers", type=int, default=_S, help="ray: worker actors (default: one per cluster CPU)")
 
