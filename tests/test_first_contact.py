@@ -197,7 +197,7 @@ def test_a_skipped_record_is_said_at_the_end_with_its_file_and_line(
     code = main(["eval", "--eval-type", "mock", "--datasets", "general_vqa", "--dataset-args",
                  args, "--work-dir", str(tmp_path / "out"), "--no-timestamp", "--no-progress"])
     out, err = capsys.readouterr()
-    assert code == 0
+    assert code == 0 and "skipped 1 bad record" in out  # the summary line counts it too
     closing = err.strip().splitlines()[-1]  # after the table and the summary, not mid-log
     assert closing.startswith("groundscope: warning: general_vqa: 1 bad record skipped, not "
                               f"evaluated; the first: {tmp_path / 'data' / 'alpha.jsonl'}:2: ")
