@@ -131,8 +131,10 @@ def _cmd_merge(ns: argparse.Namespace) -> int:
 
 def _print_warnings(report: Report) -> None:
     """Each summary warning of the report's datasets, one line each on stderr."""
+    from groundscope.terminal import visible  # (a warning may quote a dataset's file name)
+
     for line in (w for d in report.datasets for w in d.summary.warnings):
-        print(f"groundscope: warning: {line}", file=sys.stderr)
+        print(f"groundscope: warning: {visible(line)}", file=sys.stderr)
 
 
 def _sim_behaviour(ns: argparse.Namespace) -> SimBehaviour:
