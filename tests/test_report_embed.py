@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from groundscope.report.embed import THUMB_PX, MediaTable
+from groundscope.report.embed import THUMB_PX, VIDEO_CHARGE, MediaTable
 from groundscope.types import MediaRef, Modality
 
 MEDIA = Path(__file__).resolve().parents[1] / "examples" / "media"
@@ -56,6 +56,7 @@ def test_audio_video_and_inline(tmp_path: Path) -> None:
     video = table.entries[table.ref("video", "sample.mp4", MEDIA)]  # its first frame
     uri = table.blobs[video["blob"]]
     assert uri.startswith("data:image/jpeg;base64,") and "note" not in video
+    assert table.used >= VIDEO_CHARGE  # its decoding is charged to the budget
     with Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))) as img:
         assert max(img.size) <= THUMB_PX and img.format == "JPEG"
     inline = table.entries[table.ref("image", "image:sha256:0123abcd (image/png)", None)]

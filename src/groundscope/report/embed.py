@@ -39,6 +39,9 @@ from groundscope.types import MediaRef, Modality
 
 THUMB_PX = 128
 AUDIO_MAX_BYTES = 256 * 1024
+# a video's first frame is ~10 ms or more of decoding: each counts as this much of the budget
+# (the end-of-run page decodes at most 8; ``groundscope report`` about a thousand)
+VIDEO_CHARGE = 16 * 1024
 SOURCE_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_BUDGET = 16 * 1024 * 1024
 # The page written at the end of a run embeds fewer previews (making a thumbnail costs about
@@ -123,8 +126,9 @@ class MediaTable:
             return self._by_hash[digest], None
         if kind == "audio":
             uri = _audio_uri(data)
-        elif kind == "video":
+        elif kind == "video":  # decoding costs: charged as VIDEO_CHARGE at least, even failed
             uri = _video_uri(data, path.name)
+            self.used += max(0, VIDEO_CHARGE - len(uri or ""))
         else:
             uri = _prefetched(path, data)
             if uri is None:
