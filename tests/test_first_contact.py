@@ -212,3 +212,17 @@ def test_strict_leaves_no_run_directory_behind(capsys: pytest.CaptureFixture[str
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.startswith(f"groundscope: error: {tmp_path / 'data' / 'alpha.jsonl'}:2:")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_score_with_an_unreachable_judge_fails_before_scoring(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, closed_port: int) -> None:
+    code, _ = _eval(capsys, tmp_path, "--eval-type", "mock", "--no-timestamp", "--limit", "2")
+    assert code == 0
+    reviews = sorted((tmp_path / "reviews").rglob("*.jsonl"))
+    before = [p.read_bytes() for p in reviews]
+    judge = '{"strategy": "llm", "models": {"model_id": "j", "api_url": "http://127.0.0.1:%d/v1"}}'
+    code = main(["score", str(tmp_path), "--judge", judge % closed_port])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().startswith(
+        f"groundscope: error: judge.models[0].api_url: cannot reach 127.0.0.1:{closed_port}")
+    assert [p.read_bytes() for p in reviews] == before  # nothing scored, nothing rewritten

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 
 from groundscope import logs
 from groundscope.client.mediaprep import prefetch
-from groundscope.client.reach import DEFAULT_TIMEOUT_S, check_reachable
 from groundscope.config import TaskConfig
 from groundscope.errors import (
     ErrorBudgetExceeded,
@@ -50,6 +49,7 @@ from groundscope.pipeline import (
 from groundscope.plan import (
     DatasetRun,
     Item,
+    check_endpoints,
     iter_samples,
     plan_dataset,
     planned_records,
@@ -456,23 +456,6 @@ def _deal_key(dataset: str, subset: str, loaded: Sample | RecordError
         return (dataset, subset, loaded.line), None
     group = loaded.metadata.get("group")
     return (dataset, subset, loaded.origin.line), None if group is None else str(group)
-
-
-def check_endpoints(cfg: TaskConfig) -> None:
-    """Connect once to the model endpoint and each judge endpoint (nothing sent): a
-    ConfigError naming the first one that cannot be reached, and how."""
-    named: list[tuple[str, str]] = []
-    if cfg.eval_type != "mock" and cfg.api_url:
-        named.append(("api_url", cfg.api_url))
-    if cfg.judge is not None:
-        own = cfg.judge.grounding.models if cfg.judge.grounding else []
-        named += [(f"judge.models[{i}].api_url", m.api_url) for i, m in enumerate(cfg.judge.models)]
-        named += [(f"judge.grounding.models[{i}].api_url", m.api_url) for i, m in enumerate(own)]
-    seen: set[str] = set()
-    for where, url in named:
-        if url != "mock" and url not in seen:
-            seen.add(url)
-            check_reachable(url, where, timeout=min(cfg.timeout, DEFAULT_TIMEOUT_S))
 
 
 def nothing_evaluated(report: Report, *, shard: bool = False) -> str:
