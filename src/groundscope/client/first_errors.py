@@ -21,7 +21,8 @@ MAX_MODELS_SHOWN = 20  # ids quoted from /v1/models, each cut to 80 characters
 MODELS_BODY_BYTES = 1 << 20
 _UNKNOWN_MODEL = re.compile(
     r"model_not_found|not_found_error.*model|\bmodel\b.{0,80}(?:does not exist|not found|"
-    r"not exist|unknown|invalid|not available|not supported|no such)|(?:invalid|unknown) model",
+    r"not exist|unknown|invalid|not available|not supported|no such)|(?:invalid|unknown) model"
+    r"|: model: \S+$",  # Anthropic's 404: "not_found_error", message "model: <name>"
     re.IGNORECASE | re.DOTALL)
 _STATUS_HINTS = {401, 403, 404}
 
@@ -29,7 +30,14 @@ _STATUS_HINTS = {401, 403, 404}
 def is_unknown_model(err: ModelError, text: str) -> bool:
     """Whether a 400 / 404 says the model name is not served (OpenAI's ``model_not_found``,
     LiteLLM's ``Invalid model name``, Anthropic's ``not_found_error: model: ...``, vLLM's
-    ``The model `x` does not exist``)."""
+    ``The model `x` does not exist``).
+
+    >>> [is_unknown_model(ModelError("", status=s), t) for s, t in (
+    ...     (404, "HTTP 404: model: claude-x"), (400, "HTTP 400: Invalid model name passed in "
+    ...     "model=x"), (404, "HTTP 404: The model `x` does not exist"), (404, "HTTP 404: Not Found"),
+    ...     (401, "HTTP 401: invalid model key"))]
+    [True, True, True, False, False]
+    """
     return err.status in (400, 404) and bool(_UNKNOWN_MODEL.search(text[:2000]))
 
 
