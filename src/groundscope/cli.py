@@ -70,7 +70,8 @@ def _cmd_eval(ns: argparse.Namespace) -> int:
         raise
     print(report.table())
     print(render_summary(report.datasets))
-    _print_warnings(report)  # bad records skipped: at the end, not only mid-log
+    for line in runner.skipped_notes:  # bad records: said at the end, not only mid-log
+        print(f"groundscope: warning: {visible(line)}", file=sys.stderr)
     print(f"Results saved to {visible(report.run_dir)}")
     return 0
 

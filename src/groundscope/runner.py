@@ -127,6 +127,14 @@ class Runner:
                 pass
 
     @property
+    def skipped_notes(self) -> list[str]:
+        """One line per dataset with bad records skipped: how many and the first one's
+        ``file:line: field: problem`` (the CLI says them after the table)."""
+        return [f"{run.name}: {n} bad record{'s' * (n > 1)} skipped, not evaluated; the first: "
+                f"{self._first_skipped.get(run.name, '?')} (all in {self.run_dir / 'skipped.jsonl'})"
+                for run in self.datasets if (n := run.summary.skipped)]
+
+    @property
     def run_dir(self) -> Path:
         return self.store.run_dir
 
@@ -168,12 +176,6 @@ class Runner:
                 for run in self.datasets:  # the groups, once every member is scored
                     await finish_groups(self.store, run)
             for run in self.datasets:
-                if run.summary.skipped:  # said with the table, not only mid-log
-                    s = run.summary.skipped
-                    run.summary.warnings.append(
-                        f"{run.name}: {s} bad record{'s' * (s > 1)} skipped, not evaluated; the "
-                        f"first: {self._first_skipped.get(run.name, '?')} (all in "
-                        f"{self.run_dir / 'skipped.jsonl'})")
                 if run.summary.changed:
                     log.warning("%s: %d samples changed since the cached run (request or "
                                 "reference): asked or scored again", run.name, run.summary.changed)
