@@ -22,6 +22,7 @@ finished run (a resumed run's reused samples count as done).
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import sys
 import time
@@ -50,6 +51,14 @@ def _duration(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60}m{s % 60:02d}s"
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def _stderr_columns() -> int:
+    """The width of the terminal the bar is drawn on (stderr's; else $COLUMNS or 80)."""
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns
+    except (OSError, ValueError, AttributeError):  # not a terminal, or no file descriptor
+        return shutil.get_terminal_size().columns
 
 
 class Expected:
@@ -137,7 +146,7 @@ class Progress:
         if self.bar:
             from tqdm import tqdm
 
-            columns = self.columns or shutil.get_terminal_size().columns
+            columns = self.columns or _stderr_columns()
             narrow = {"bar_format": NARROW_FORMAT} if columns <= NARROW_COLUMNS else {}
             self._bar = tqdm(desc="Evaluating", unit="sample", total=self.total, mininterval=0.25,
                              file=sys.stderr, **({"ncols": self.columns} if self.columns else
