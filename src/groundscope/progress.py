@@ -193,7 +193,9 @@ class Progress:
         """The bar's end, or a last plain line when samples finished since the last one."""
         if self._bar is not None:
             self._bar.total = self.total
-            self._bar.close()
+            status = f" | {self._status()}" if self._status is not None else ""
+            self._bar.set_postfix_str(f"errored {self._errored}{status}", refresh=False)
+            self._bar.close()  # (the last frame: the figures at the end, not 0.5 s before)
             self._bar = None
         elif not self.bar and self.done > self._shown:
             self._line(self._errored, self._clock())
