@@ -91,8 +91,9 @@ def test_bar_postfix_is_throttled(capsys: pytest.CaptureFixture[str]) -> None:
     assert asked == []
     clock.now += progress.POSTFIX_EVERY_S
     p.advance(0)
-    p.close()
-    assert asked == [1] and "cost 0.01" in capsys.readouterr().err
+    assert asked == [1]
+    p.close()  # the last frame: asked once more, for the final figures
+    assert asked == [1, 1] and "cost 0.01" in capsys.readouterr().err
 
 
 def test_a_run_shows_score_in_flight_retries_429s_tokens_and_cost(
