@@ -155,7 +155,8 @@ def test_first_failure_stops_the_run_and_resume_completes(data: Path, clean_run:
     finally:
         server.stop()
     message = str(info.value)
-    assert message.startswith("run stopped early: a sample failed (pass --ignore-errors")
+    assert message.startswith("run stopped early: a sample failed: HTTP 500")  # and why
+    assert "(pass --ignore-errors to record failures and go on)" in message
     assert f"Finished work is kept in {run_dir}; resume with --use-cache {run_dir}" in message
     before = rows(run_dir, "predictions")
     assert 0 < len(before) < len(ids) and any(r["status"] == "error" for r in before)

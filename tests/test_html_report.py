@@ -73,10 +73,17 @@ def tamper(run_dir: Path, data: Path) -> None:
 
     def claims(row: dict[str, Any]) -> dict[str, Any]:
         hit = row["sample_id"] == "example_openai:1" and row["scorer"] == "rouge"
-        return {**row, "detail": CLAIMS} if hit else row
+        # a passing score with a contradicted claim: a hallucination, never badged "pass"
+        values = {**row["values"], "rouge-l-r": 1.0}
+        return {**row, "detail": CLAIMS, "values": values} if hit else row
+
+    def judge_failed(row: dict[str, Any]) -> dict[str, Any]:
+        hit = row["sample_id"] == "example_placeholder:2" and row["scorer"] == "rouge"
+        return {**row, "status": "judge_failed", "values": {}} if hit else row
 
     _rewrite(run_dir / "predictions" / model_dir / "general_vqa_broken.jsonl", hostile)
     _rewrite(run_dir / "reviews" / model_dir / "general_vqa_example_openai.jsonl", claims)
+    _rewrite(run_dir / "reviews" / model_dir / "general_vqa_example_placeholder.jsonl", judge_failed)
     (data / "media" / "tesla.jpg").unlink()
 
 
@@ -199,8 +206,13 @@ def test_metrics_table_and_charts(report_page: Page, runs: tuple[Path, Path]) ->
     assert headers == ["Model", "Dataset", "Metric", "Subset", "Num", "Score", "95% CI low",
                        "95% CI high", "Excluded"]
     assert p.locator("table.gs-metrics td", has_text="ROUGE ↑ · L · Recall").count() >= 4
-    n_metrics = sum(len({m["metric"] for m in r["metrics"]}) for r in reports)
-    assert p.locator("#plots svg.gs-chart").count() >= 2 * n_metrics  # bars + distributions
+    # the 13 BLEU / ROUGE metrics in one chart; the primary (ROUGE-L recall) and accuracy by
+    # subset and as a distribution each; a latency chart per dataset
+    family = p.locator("#plots svg[aria-label='BLEU / ROUGE, all subsets']")
+    assert family.count() == 1 and family.locator("rect.gs-bar").count() == 13
+    assert p.locator("#plots svg[aria-label='BLEU ↑ · 1']").count() == 0
+    assert p.locator("#plots svg[aria-label='ROUGE ↑ · L · Recall']").count() == 2
+    assert p.locator("#plots svg.gs-chart").count() == 1 + 2 + 2 + len(reports)
     assert p.locator("#plots svg.gs-chart path.gs-err").count() > 0  # CI error bars
     assert p.locator("#plots svg[aria-label^='Latency']").count() == len(reports)
     assert report_page.errors == []
@@ -226,7 +238,8 @@ def test_filters_and_search(report_page: Page, runs: tuple[Path, Path]) -> None:
     assert page.count() == page.rows() == 1
     assert "context_length" in p.inner_text("#gs-list")
     p.select_option("#gs-outcome", "excluded")
-    assert page.count() == 1 and "no-ref" in p.inner_text("#gs-list")
+    assert page.count() == 2 and "no-ref" in p.inner_text("#gs-list")  # and the judge_failed one
+    assert "example_placeholder:2" in p.inner_text("#gs-list")
     p.select_option("#gs-outcome", "")
     p.select_option("#gs-subset", label="example_placeholder")
     expected = sum(1 for r in preds if r["subset"] == "example_placeholder")
@@ -237,7 +250,7 @@ def test_filters_and_search(report_page: Page, runs: tuple[Path, Path]) -> None:
     assert page.search("no such text anywhere") == 0
     assert page.rows() == 0
     labels = p.locator("#gs-outcome option").all_inner_texts()
-    assert labels[0] == f"all ({len(preds)})" and "errored (1)" in labels and "excluded (1)" in labels
+    assert labels[0] == f"all ({len(preds)})" and "errored (1)" in labels and "excluded (2)" in labels
     assert page.errors == []
 
 
@@ -256,14 +269,58 @@ def test_drill_down_detail_missing_media_and_hostile_text(report_page: Page) -> 
     assert page.search("example_openai:6") == 1  # a 16 KB WAV: embedded as a player
     page.open_row()
     assert p.get_attribute("#gs-list audio", "src").startswith("data:audio/wav;base64,")
-    assert page.search("example_openai:9") == 1  # video: by path, never embedded
+    assert page.search("example_openai:9") == 1  # video: its first frame, and its path
     page.open_row()
     assert "[video] ../media/sample.mp4" in p.inner_text("#gs-list .gs-media")
+    thumb = p.locator("#gs-list .gs-video img")
+    assert thumb.get_attribute("src").startswith("data:image/jpeg;base64,")
+    p.wait_for_function("document.querySelector('#gs-list .gs-video img').naturalWidth > 0")
     assert page.search("hostile") == 1
     page.open_row()
     assert HOSTILE in p.inner_text("#gs-list .gs-body")  # shown as text, never run
     assert p.evaluate("window.__pwned") is None
     assert page.errors == [] and page.offline() == []
+
+
+def _rows(p: Any) -> list[tuple[str, list[str], float | None]]:
+    """(id, badges, primary value) of each row shown."""
+    out = []
+    for row in p.locator("#gs-list > details.gs-sample").all():
+        badges = row.locator("summary .gs-badge").all_inner_texts()
+        pv = row.locator("summary .gs-pv").inner_text().rsplit(" ", 1)[-1]
+        out.append((row.get_attribute("data-id"), badges,
+                    float(pv.rstrip("%")) / 100 if pv.endswith("%") else None))
+    return out
+
+
+def test_a_contradicted_claim_is_badged_hallucinated_and_filtered(report_page: Page) -> None:
+    page, p = report_page, report_page.page
+    p.select_option("#gs-flag", "hallucinated")
+    assert page.count() == page.rows() == 1
+    [(sid, badges, pv)] = _rows(p)
+    assert sid == "example_openai:1" and pv == 1.0  # a passing score ...
+    assert badges == ["hallucinated"]  # ... with a contradicted claim: not "pass"
+    assert "hallucinated (1)" in p.locator("#gs-flag option").all_inner_texts()
+    p.select_option("#gs-flag", "judge_failed")
+    assert page.count() == page.rows() == 1
+    [(sid, badges, _)] = _rows(p)
+    assert sid == "example_placeholder:2" and "judge_failed" in badges
+    assert page.errors == []
+
+
+def test_samples_sort_by_score(report_page: Page) -> None:
+    page, p = report_page, report_page.page
+    shown = page.count()
+    for order, sign in (("asc", 1), ("desc", -1)):
+        p.select_option("#gs-sort", order)
+        rows = _rows(p)
+        assert len(rows) == min(shown, 50)
+        scored = [pv for _, _, pv in rows if pv is not None]
+        assert scored == sorted(scored, key=lambda v: sign * v) and len(set(scored)) > 1
+        first_unscored = next(i for i, (_, _, pv) in enumerate(rows) if pv is None)
+        assert all(pv is None for _, _, pv in rows[first_unscored:])  # no score: last
+    p.select_option("#gs-sort", "")
+    assert page.errors == []
 
 
 def test_screenshot(report_page: Page, tmp_path: Path) -> None:

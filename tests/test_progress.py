@@ -91,8 +91,9 @@ def test_bar_postfix_is_throttled(capsys: pytest.CaptureFixture[str]) -> None:
     assert asked == []
     clock.now += progress.POSTFIX_EVERY_S
     p.advance(0)
-    p.close()
-    assert asked == [1] and "cost 0.01" in capsys.readouterr().err
+    assert asked == [1]
+    p.close()  # the last frame: asked once more, for the final figures
+    assert asked == [1, 1] and "cost 0.01" in capsys.readouterr().err
 
 
 def test_a_run_shows_score_in_flight_retries_429s_tokens_and_cost(
@@ -145,3 +146,42 @@ def test_judge_clients_of_one_endpoint_show_its_limit_once(tmp_path: Path) -> No
     log_file = Path(report.run_dir) / "logs" / "eval_log.log"
     last = [x for x in log_file.read_text().splitlines() if "samples done" in x][-1]
     assert "in flight 0/8, judges 0/8 " in last, last
+
+
+def _frames(err: str) -> list[str]:
+    """What a terminal shows, redraw by redraw: the text between carriage returns and
+    line ends, blanks (a cleared bar) left out."""
+    return [f for f in re.split(r"[\r\n]", err) if f.strip()]
+
+
+def test_the_bar_shows_errors_and_at_120_columns_the_figures_come_first(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    status = "rouge-l-r 0.734 | in flight 7/8 | retries 2, 429s 0 | 12.3k in / 4.5k out"
+    p = Progress(True, lambda: status, total=10, columns=100)
+    p.open()
+    p.advance(0)
+    p.advance(1)  # a failure: the count shows at once, however recent the last postfix
+    p.close()
+    last = _frames(capsys.readouterr().err)[-1]
+    assert len(last) <= 100
+    assert re.match(r"Evaluating 2/10 +20% ETA \S+, errored 1 \| rouge-l-r 0\.734 \| ", last), last
+
+
+def test_log_lines_are_written_through_the_bar_not_glued_onto_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from groundscope import logs
+
+    logs.configure()
+    try:
+        p = Progress(True, None, total=3, columns=100)
+        p.open()
+        p.advance(0)
+        logging.getLogger("groundscope").warning("skipped bad record: x.jsonl:2")
+        p.advance(0)
+        p.close()
+    finally:
+        logs.close()
+    frames = _frames(capsys.readouterr().err)
+    logged = [f for f in frames if "skipped bad record" in f]
+    assert len(logged) == 1 and re.match(r"\d{4}-\d\d-\d\d \S+ - groundscope - WARNING: "
+                                         r"skipped bad record: x\.jsonl:2$", logged[0]), frames

@@ -117,8 +117,8 @@ def test_a_key_name_unset_on_the_workers_is_one_line(ray_address: str, data: Pat
     from groundscope.errors import GroundscopeError
 
     monkeypatch.setenv("GS_LATE_KEY", "sk-late-0000")  # here only: Ray's workers started before
-    with pytest.raises(GroundscopeError) as err:
-        run_task(task("http://127.0.0.1:9/v1", data, tmp_path / "run", executor="ray", workers=2,
+    with pytest.raises(GroundscopeError) as err, SimulatorServer() as url:  # (reachable)
+        run_task(task(url, data, tmp_path / "run", executor="ray", workers=2,
                       api_key="$GS_LATE_KEY"))
     text = str(err.value)
     assert "\n" not in text and "GS_LATE_KEY is not set" in text and text.startswith("worker w")

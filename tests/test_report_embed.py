@@ -5,12 +5,14 @@ from __future__ import annotations
 import base64
 import io
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from PIL import Image
 
-from groundscope.report.embed import THUMB_PX, MediaTable
+from groundscope.report.embed import THUMB_PX, VIDEO_CHARGE, MediaTable
 from groundscope.types import MediaRef, Modality
 
 MEDIA = Path(__file__).resolve().parents[1] / "examples" / "media"
@@ -51,8 +53,12 @@ def test_audio_video_and_inline(tmp_path: Path) -> None:
     table = MediaTable()
     wav = table.entries[table.ref("audio", "sample.wav", MEDIA)]
     assert table.blobs[wav["blob"]].startswith("data:audio/wav;base64,")
-    video = table.entries[table.ref("video", "sample.mp4", MEDIA)]
-    assert "blob" not in video and video["note"].endswith("not embedded")
+    video = table.entries[table.ref("video", "sample.mp4", MEDIA)]  # its first frame
+    uri = table.blobs[video["blob"]]
+    assert uri.startswith("data:image/jpeg;base64,") and "note" not in video
+    assert table.used >= VIDEO_CHARGE  # its decoding is charged to the budget
+    with Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))) as img:
+        assert max(img.size) <= THUMB_PX and img.format == "JPEG"
     inline = table.entries[table.ref("image", "image:sha256:0123abcd (image/png)", None)]
     assert "blob" not in inline and inline["name"].startswith("image:sha256:")
     url = table.entries[table.ref("image", "https://example.org/x.jpg", None)]
@@ -106,3 +112,23 @@ def test_a_prefetched_thumbnail_is_not_used_for_a_changed_file(tmp_path: Path) -
     assert embed._prefetched(path, old) == embed._thumbnail_uri(old)
     _big_png(path, 2)  # new content, size and mtime
     assert embed._prefetched(path, path.read_bytes()) is None
+
+
+def test_a_video_thumbnail_is_bounded_and_without_pyav_the_path(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import contextvars
+
+    from groundscope import media
+
+    def over_the_cap() -> dict[str, Any]:
+        media.set_max_pixels(100)  # a 10x10 frame at most: the sample's frames are refused
+        table = MediaTable()
+        return table.entries[table.ref("video", "sample.mp4", MEDIA)]
+
+    capped = contextvars.copy_context().run(over_the_cap)
+    assert "blob" not in capped and capped["note"] == "not a readable video"
+    monkeypatch.setitem(sys.modules, "av", None)  # import av: ImportError
+    table = MediaTable()
+    video = table.entries[table.ref("video", "sample.mp4", MEDIA)]
+    assert "blob" not in video and video["note"].endswith("no PyAV for a thumbnail")
+    assert video["name"] == "sample.mp4"  # the page shows it by its path

@@ -237,7 +237,7 @@ def test_without_ray_one_line_how_to_install_exit_2_before_any_request(
         server.stop()
     err = capsys.readouterr().err.strip()
     assert code == 2
-    assert err.count("\n") == 0 and "pip install 'groundscope[ray]'" in err
+    assert err.count("\n") == 0 and "pip install -e '.[ray]' in the groundscope clone" in err
     assert asked == 0
     assert not (tmp_path / "run").exists()  # no run directory either
 

@@ -406,3 +406,13 @@ async def test_records_strip_base64_and_keep_bodies_keeps_it(tmp_path: Path) -> 
     assert png_id in parts[2]["image_url"]["url"]
     assert parts[3]["video_url"]["url"] == "https://example.org/v.mp4"
     assert server.bodies() == [body]
+
+
+def test_a_model_list_refuses_other_names_and_is_what_v1_models_offers() -> None:
+    with SimulatorServer(behaviour=SimBehaviour(models=("vl-large", "vl-small"))) as url:
+        status, _, raw = http(f"{url}/models")
+        assert status == 200 and [m["id"] for m in json.loads(raw)["data"]] == ["vl-large", "vl-small"]
+        status, _, raw = http(f"{url}/chat/completions", {**chat("hi"), "model": "vl-larg"})
+        assert status == 400 and json.loads(raw)["error"]["code"] == "model_not_found"
+        status, _, _ = http(f"{url}/chat/completions", {**chat("hi"), "model": "vl-small"})
+        assert status == 200

@@ -17,6 +17,7 @@ from groundscope.client.fetch import CheckedResolver, MediaFetcher, refused_addr
 from groundscope.client.openai import build_body
 from groundscope.config import load_config
 from groundscope.errors import ConfigError, MediaFetchError
+from groundscope.simulator import SimulatorServer
 from groundscope.types import MediaRef, Message, Modality, TextPart
 from media_host import WAV
 
@@ -72,8 +73,12 @@ def test_no_secret_in_dry_run_config_json_task_config_or_report(tmp_path: Path) 
     assert dry.returncode == 0, dry.stderr
     _assert_hidden(dry.stdout + dry.stderr)
     assert '"X-Api-Key": "***"' in dry.stdout
-    run = run_cli("eval", "--config", str(path), "--work-dir", str(tmp_path / "out"),
-                  "--no-timestamp", "--no-progress", "--limit", "2", cwd=tmp_path)
+    live = _secret_config()  # the judge listening (a dead one now fails before the run)
+    with SimulatorServer() as judge_url:
+        live["judge"]["models"]["api_url"] = judge_url  # type: ignore[index]
+        path.write_text(json.dumps(live))
+        run = run_cli("eval", "--config", str(path), "--work-dir", str(tmp_path / "out"),
+                      "--no-timestamp", "--no-progress", "--limit", "2", cwd=tmp_path)
     _assert_hidden(run.stdout + run.stderr)
     files = [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
     names = {p.name for p in files}

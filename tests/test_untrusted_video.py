@@ -114,9 +114,9 @@ def test_without_pyav_video_frames_is_a_config_error(monkeypatch: pytest.MonkeyP
     clip = clip_bytes()
     monkeypatch.setitem(sys.modules, "av", None)  # import av: ImportError
     with pytest.raises(ConfigError, match=r"^video_frames: needs PyAV, which is not installed: "
-                                          r"pip install 'groundscope\[video\]' \(PyAV\)$"):
+                                          r"pip install -e '\.\[video\]' in the groundscope clone \(PyAV\)$"):
         TaskConfig(model="m", datasets=["general_vqa"], eval_type="mock", video_frames=8)
-    with pytest.raises(MediaError, match=r"needs PyAV: pip install 'groundscope\[video\]'"):
+    with pytest.raises(MediaError, match=r"needs PyAV: pip install -e '\.\[video\]'"):
         decode.sample_frames(clip, "v", count=8, fps=None, max_pixels=10**6, side=64)
 
 
@@ -129,7 +129,7 @@ def test_without_pyav_the_cli_says_how_to_install_and_exits_2(tmp_path: Path) ->
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "groundscope: error: video_frames: needs PyAV, which is not installed: "
-        "pip install 'groundscope[video]' (PyAV)"]
+        "pip install -e '.[video]' in the groundscope clone (PyAV)"]
 
 
 def test_audio_to_convert_must_decode_at_load(tmp_path: Path) -> None:

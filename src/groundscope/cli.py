@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from groundscope.cliargs import build_parser, eval_config
+from groundscope.cliargs import build_parser, eval_config, resume_command
 
 if TYPE_CHECKING:
     from groundscope.report.model import Report
@@ -30,13 +30,24 @@ def _cmd_eval(ns: argparse.Namespace) -> int:
 
     if ns.json and not ns.dry_run:
         raise ConfigError("--json: only with --dry-run")
-    cfg = load_config(eval_config(ns))
+    from groundscope.keys import unset_keys_listed
+
+    with unset_keys_listed() as unset:  # every unset $NAME at once, not the first of them
+        cfg = load_config(eval_config(ns))
+    missing = ", ".join(unset)
     if ns.dry_run:  # no run directory, no request: what would run, and what it would cost
         from groundscope.estimate import dry_run_text
 
         print(dry_run_text(cfg, as_json=ns.json))
+        if unset:
+            print(f"groundscope: note: not set here (a run needs them): {missing}", file=sys.stderr)
         return 0
-    runner = Runner(cfg, progress=False if ns.no_progress else None)
+    if unset:
+        raise ConfigError(f"api_key: environment variable {missing} is not set" if len(unset) == 1
+                          else f"api_key: environment variables {missing} are not set")
+    key_source = "--api-key" if hasattr(ns, "api_key") else (
+        f"api_key in {ns.config}" if ns.config else None)
+    runner = Runner(cfg, progress=False if ns.no_progress else None, key_source=key_source)
     import asyncio
 
     from groundscope.errors import NothingEvaluated
@@ -45,8 +56,11 @@ def _cmd_eval(ns: argparse.Namespace) -> int:
     try:
         report = asyncio.run(runner.run())
     except KeyboardInterrupt:
-        print(f"\ninterrupted; finished samples are saved. Resume with: groundscope eval "
-              f"... --use-cache {visible(runner.run_dir)}", file=sys.stderr)
+        from groundscope.redaction import Redactor
+
+        command = resume_command(ns.argv, str(runner.run_dir), Redactor(cfg.secrets()).redact)
+        print(f"\ninterrupted; finished samples are saved. Resume with:\n  {visible(command)}",
+              file=sys.stderr)
         return 130
     except NothingEvaluated as exc:  # the other datasets' results, then the one line (exit 1)
         done = exc.report
@@ -56,6 +70,8 @@ def _cmd_eval(ns: argparse.Namespace) -> int:
         raise
     print(report.table())
     print(render_summary(report.datasets))
+    for line in runner.skipped_notes:  # bad records: said at the end, not only mid-log
+        print(f"groundscope: warning: {visible(line)}", file=sys.stderr)
     print(f"Results saved to {visible(report.run_dir)}")
     return 0
 
@@ -116,8 +132,10 @@ def _cmd_merge(ns: argparse.Namespace) -> int:
 
 def _print_warnings(report: Report) -> None:
     """Each summary warning of the report's datasets, one line each on stderr."""
+    from groundscope.terminal import visible  # (a warning may quote a dataset's file name)
+
     for line in (w for d in report.datasets for w in d.summary.warnings):
-        print(f"groundscope: warning: {line}", file=sys.stderr)
+        print(f"groundscope: warning: {visible(line)}", file=sys.stderr)
 
 
 def _sim_behaviour(ns: argparse.Namespace) -> SimBehaviour:
@@ -164,7 +182,9 @@ def _cmd_simulate(ns: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     ns = parser.parse_args(argv)
+    ns.argv = argv  # (an interrupted eval prints the command that resumes it)
     if ns.version:
         from importlib.metadata import version
 

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import argparse
 import ast
+import difflib
+import re
+import shlex
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 _S = argparse.SUPPRESS
@@ -20,6 +24,27 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"groundscope: error: {' '.join(message.split())}\n")
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        """As argparse, but a mistyped flag of this (sub-)command is an error with a
+        did-you-mean among its flags (a sub-command's parser sees its own flags here)."""
+        ns, extras = super().parse_known_args(args, namespace)
+        if extras:  # (a sub-command's parser fails first, on its own flags)
+            hints = [_did_you_mean(tok, self._option_string_actions)
+                     for tok in extras if tok.startswith("-")]
+            hint = next((h for h in hints if h), "")
+            self.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+        return ns, extras
+
+
+def _did_you_mean(token: str, options: Sequence[str] | dict[str, Any]) -> str:
+    """`` (did you mean --model?)`` for ``--modle`` (``--modle=x`` too); empty if none is close."""
+    flag = token.split("=", 1)[0]
+    close = difflib.get_close_matches(flag, [o for o in options if o.startswith("--")], n=1,
+                                      cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def _bounded(text: str) -> str:
@@ -156,7 +181,7 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
            "openai_responses_api; default openai_api)")
     a("--no-progress", action="store_true", help="plain log lines instead of a progress bar")
     a("--executor", default=_S, help="local (default) or ray: samples run on Ray actors "
-      "(pip install 'groundscope[ray]'; docs/scale-out.md)")
+      "(pip install -e '.[ray]' in the clone; docs/scale-out.md)")
     a("--ray-address", default=_S, help="ray: the cluster to join (default: start a local Ray)")
     a("--workers", type=int, default=_S, help="ray: worker actors (default: one per cluster CPU)")
 
@@ -245,7 +270,7 @@ def eval_config(ns: argparse.Namespace) -> dict[str, Any]:
 
         data = read_config_file(ns.config)
     skip = {"command", "config", "no_progress", "version", "sim_accuracy", "sim_latency_ms",
-            "dry_run", "json", "stream", "sim_judge_noise", "sim_api"}
+            "dry_run", "json", "stream", "sim_judge_noise", "sim_api", "argv"}
     for key, value in vars(ns).items():
         if key not in skip:
             data[key] = value
@@ -261,3 +286,31 @@ def eval_config(ns: argparse.Namespace) -> dict[str, Any]:
     if sim:
         data["simulator"] = sim
     return data
+
+
+_KEY_REF = re.compile(r"^\$(?:\{\w+\}|\w+)$")
+_DROPPED = {"--use-cache": 1, "--dry-run": 0, "--json": 0}  # flag -> values it takes
+
+
+def resume_command(argv: Sequence[str], run_dir: str, redact: Callable[[str], str]) -> str:
+    """The command that resumes an interrupted ``groundscope eval ARGV``: its flags, with
+    ``--use-cache RUN_DIR`` for any earlier one; a key given as a value shows as
+    ``$API_KEY`` (a ``$NAME`` stays as typed), every other secret through ``redact``.
+
+    >>> resume_command(["eval", "--api-key", "sk-1", "--model", "m x"], "out/r1", str)
+    "groundscope eval --api-key '$API_KEY' --model 'm x' --use-cache out/r1"
+    """
+    out = ["groundscope"]
+    args = iter(argv)
+    for arg in args:
+        flag, eq, value = arg.partition("=")
+        if flag in _DROPPED:
+            if not eq and _DROPPED[flag]:
+                next(args, None)
+            continue
+        if flag == "--api-key":
+            value = value if eq else next(args, "")
+            out += ["--api-key", value if _KEY_REF.match(value) else "$API_KEY"]
+            continue
+        out.append(redact(arg))
+    return shlex.join([*out, "--use-cache", run_dir])

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, SecretStr
@@ -27,7 +29,7 @@ from groundscope.redaction import (
 )
 
 __all__ = ["URL_FIELDS", "ApiKey", "FieldPath", "Secret", "redacted", "saved_key", "secret_fields",
-           "secret_values"]
+           "secret_values", "unset_keys_listed"]
 
 _ENV_REF = re.compile(r"^\$(?:\{(\w+)\}|(\w+))$")
 URL_FIELDS = frozenset({"api_url"})  # fields whose URL may carry credentials (redaction.py)
@@ -51,8 +53,29 @@ def _api_key(value: Any) -> Any:
         return ApiKey(value)
     name = m.group(1) or m.group(2)
     if name not in os.environ:
-        raise ValueError(f"environment variable {name} is not set")
+        unset = _UNSET.get()
+        if unset is None:
+            raise ValueError(f"environment variable {name} is not set")
+        if name not in unset:
+            unset.append(name)
+        return ApiKey("", ref=value.strip())
     return ApiKey(os.environ[name], ref=value.strip())
+
+
+_UNSET: ContextVar[list[str] | None] = ContextVar("unset_key_variables", default=None)
+
+
+@contextmanager
+def unset_keys_listed() -> Iterator[list[str]]:
+    """Within it, a ``$NAME`` key whose variable is unset loads as an empty key and its name
+    is added to the list yielded (in order, once each), instead of failing on the first:
+    ``--dry-run`` estimates without keys, and a run names every missing variable at once."""
+    names: list[str] = []
+    token = _UNSET.set(names)
+    try:
+        yield names
+    finally:
+        _UNSET.reset(token)
 
 
 Secret = Annotated[SecretStr, BeforeValidator(_api_key)]

@@ -14,6 +14,8 @@ import os
 import sys
 from pathlib import Path
 
+from tqdm import tqdm
+
 from groundscope.errors import StoreError
 from groundscope.fileio import open_regular_fd
 from groundscope.redaction import Redactor
@@ -71,6 +73,17 @@ class RunLogFile(logging.FileHandler):
               "log lines go to the terminal only from here", file=sys.stderr)
 
 
+class ConsoleHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The terminal's log lines, written through ``tqdm.write``: an open progress bar is
+    cleared, the line written on its own, the bar drawn again below it (never glued on)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            tqdm.write(self.format(record), file=self.stream)
+        except Exception:  # as logging.StreamHandler: a broken stream is handleError's
+            self.handleError(record)
+
+
 def configure(*, debug: bool = False, redactor: Redactor | None = None, log_file: Path | None = None,
               console: bool = True) -> None:
     """(Re)configure the groundscope logger for one run; ``redactor`` hides the run's secrets."""
@@ -85,7 +98,7 @@ def configure(*, debug: bool = False, redactor: Redactor | None = None, log_file
     line, date = "%(asctime)s - %(name)s - %(levelname)s: %(message)s", "%Y-%m-%d %H:%M:%S"
     fmt = logging.Formatter(line, date)
     if console:  # the terminal shows control characters as escapes; the log file keeps them
-        stream = logging.StreamHandler(sys.stderr)
+        stream = ConsoleHandler(sys.stderr)
         stream.setFormatter(VisibleFormatter(line, date))
         stream.addFilter(redacting)
         logger.addHandler(stream)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from groundscope.bounds import MAX_SUBSETS, limit_count
+from groundscope.client.reach import DEFAULT_TIMEOUT_S, check_reachable
 from groundscope.config import DatasetArgs, TaskConfig
 from groundscope.errors import ConfigError, RecordError
 from groundscope.metrics import MetricAccumulator
@@ -160,3 +161,21 @@ def _record_of(item: Sample | RecordError) -> tuple[str, int]:
     if isinstance(item, RecordError):
         return str(item.path), item.line
     return str(item.origin.path), item.origin.line
+
+
+def check_endpoints(cfg: TaskConfig, *, model: bool = True) -> None:
+    """Connect once to the model endpoint (unless not ``model``: ``groundscope score``) and
+    each judge endpoint, nothing sent (``client/reach.py``): a ConfigError naming the first
+    one that cannot be reached, and how."""
+    named: list[tuple[str, str]] = []
+    if model and cfg.eval_type != "mock" and cfg.api_url:
+        named.append(("api_url", cfg.api_url))
+    if cfg.judge is not None:
+        own = cfg.judge.grounding.models if cfg.judge.grounding else []
+        named += [(f"judge.models[{i}].api_url", m.api_url) for i, m in enumerate(cfg.judge.models)]
+        named += [(f"judge.grounding.models[{i}].api_url", m.api_url) for i, m in enumerate(own)]
+    seen: set[str] = set()
+    for where, url in named:
+        if url != "mock" and url not in seen:
+            seen.add(url)
+            check_reachable(url, where, timeout=min(cfg.timeout, DEFAULT_TIMEOUT_S))

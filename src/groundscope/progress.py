@@ -7,6 +7,10 @@ It is asked for at most every ``POSTFIX_EVERY_S`` seconds on a terminal, and onc
 line (every ``PLAIN_EVERY`` samples, or when ``PLAIN_INTERVAL_S`` seconds passed since the
 last line),
 so a fast run pays nothing per sample for it. A last plain line is written at the end.
+The bar's postfix starts with the errored count (redrawn at once when it grows); at
+``NARROW_COLUMNS`` or fewer the bar comes last, after done/total, share, ETA and the
+postfix, so a narrow terminal cuts the bar rather than the figures. Log lines pass through
+``tqdm.write`` (``logs.ConsoleHandler``): each on its own line, the bar redrawn below.
 
 The total (``Expected``) is known before the first record is read: the runner counts each
 subset's records without parsing them (``plan.planned_records``: parquet's footer, JSONL's
@@ -18,6 +22,8 @@ finished run (a resumed run's reused samples count as done).
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -26,6 +32,9 @@ from typing import Any
 log = logging.getLogger("groundscope")
 
 POSTFIX_EVERY_S = 0.5
+NARROW_COLUMNS = 120  # at most this wide, the figures come first and the bar last
+# figures first: done/total, share, ETA, then the postfix (errored first), the bar if room is left
+NARROW_FORMAT = "{desc} {n_fmt}/{total_fmt} {percentage:3.0f}% ETA {remaining}{postfix} |{bar}|"
 PLAIN_EVERY = 500  # samples between plain lines ...
 PLAIN_INTERVAL_S = 30.0  # ... or seconds, whichever comes first
 
@@ -42,6 +51,14 @@ def _duration(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60}m{s % 60:02d}s"
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def _stderr_columns() -> int:
+    """The width of the terminal the bar is drawn on (stderr's; else $COLUMNS or 80)."""
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns
+    except (OSError, ValueError, AttributeError):  # not a terminal, or no file descriptor
+        return shutil.get_terminal_size().columns
 
 
 class Expected:
@@ -109,8 +126,10 @@ class Progress:
     def __init__(self, bar: bool, status: Callable[[], str] | None = None, *,
                  total: int | None = None, every: int | None = None,
                  interval_s: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 columns: int | None = None) -> None:
         self.bar = bar
+        self.columns = columns  # the terminal's width (None: asked when the bar opens)
         self.done = 0
         self.expected = Expected(total)
         self._errored = 0
@@ -127,8 +146,12 @@ class Progress:
         if self.bar:
             from tqdm import tqdm
 
-            self._bar = tqdm(desc="Evaluating", unit="sample", dynamic_ncols=True, total=self.total,
-                             mininterval=0.25, file=sys.stderr)
+            columns = self.columns or _stderr_columns()
+            narrow = {"bar_format": NARROW_FORMAT} if columns <= NARROW_COLUMNS else {}
+            self._bar = tqdm(desc="Evaluating", unit="sample", total=self.total, mininterval=0.25,
+                             file=sys.stderr, **({"ncols": self.columns} if self.columns else
+                                                 {"dynamic_ncols": True}), **narrow)
+            self._bar.set_postfix_str("errored 0", refresh=False)
 
     @property
     def total(self) -> int | None:
@@ -136,15 +159,15 @@ class Progress:
 
     def advance(self, errored: int) -> None:
         self.done += 1
-        self._errored = errored
+        changed, self._errored = errored != self._errored, errored
         if self._bar is not None:
             self._bar.total = self.total
+            now = self._clock()
+            if changed or now - self._last >= POSTFIX_EVERY_S:  # a new failure: shown at once
+                self._last = now
+                status = f" | {self._status()}" if self._status is not None else ""
+                self._bar.set_postfix_str(f"errored {errored}{status}", refresh=False)
             self._bar.update(1)
-            if self._status is not None:
-                now = self._clock()
-                if now - self._last >= POSTFIX_EVERY_S:
-                    self._last = now
-                    self._bar.set_postfix_str(self._status(), refresh=False)
             return
         if self.done % self._every == 0:
             self._line(errored, self._clock())
@@ -170,7 +193,9 @@ class Progress:
         """The bar's end, or a last plain line when samples finished since the last one."""
         if self._bar is not None:
             self._bar.total = self.total
-            self._bar.close()
+            status = f" | {self._status()}" if self._status is not None else ""
+            self._bar.set_postfix_str(f"errored {self._errored}{status}", refresh=False)
+            self._bar.close()  # (the last frame: the figures at the end, not 0.5 s before)
             self._bar = None
         elif not self.bar and self.done > self._shown:
             self._line(self._errored, self._clock())

@@ -27,7 +27,7 @@ from groundscope.media import (
 )
 from groundscope.metrics import category_of
 from groundscope.pipeline import Hooks, Saved, evaluate_sample, finish_groups, record_score
-from groundscope.plan import DatasetRun, plan_scoring
+from groundscope.plan import DatasetRun, check_endpoints, plan_scoring
 from groundscope.redaction import Redactor
 from groundscope.report.build import build_dataset_report, write_page
 from groundscope.report.model import DatasetReport, Report, Summary
@@ -119,6 +119,8 @@ def rebuild_report(run_dir: str | Path, *, notes: Sequence[str] = ()) -> Report:
 async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescore: bool,
                        key_env: Iterable[str] | None = None, notes: Sequence[str] = ()) -> Report:
     cfg = load_run_config(run_dir, judge, key_env)
+    if rescore:  # a judge that cannot be reached: one line now, not a failure per sample
+        check_endpoints(cfg, model=False)
     config = read_run_config(run_dir)
     set_max_pixels(cfg.max_image_pixels)  # the judges see the media as the run's model did
     set_media_settings(cfg.media_settings())

@@ -15,6 +15,7 @@ everything finished is kept, and ``--use-cache RUN_DIR`` resumes.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -48,6 +49,7 @@ from groundscope.pipeline import (
 from groundscope.plan import (
     DatasetRun,
     Item,
+    check_endpoints,
     iter_samples,
     plan_dataset,
     planned_records,
@@ -78,8 +80,10 @@ _READ_AHEAD = 16  # records read and waiting for a model slot, at most
 class Runner:
     """Runs one ``TaskConfig``. Use ``await Runner(cfg).run()``; see ``run.run_task``."""
 
-    def __init__(self, cfg: TaskConfig, *, progress: bool | None = None) -> None:
+    def __init__(self, cfg: TaskConfig, *, progress: bool | None = None,
+                 key_source: str | None = None) -> None:
         self.cfg = cfg
+        self.key_source = key_source  # where a literal api_key came from (a 401 names it)
         self.progress = sys.stderr.isatty() if progress is None else progress
         self.scoring = ScoringContext.from_config(cfg)  # its run_dir: once the store is open
         self.datasets = [plan_dataset(cfg, name, self.scoring) for name in cfg.datasets]
@@ -90,6 +94,9 @@ class Runner:
         if cfg.executor == "ray":  # keys as $NAME, then Ray installed: before a run directory
             shipped_config(cfg)
             require_ray()
+        check_endpoints(cfg)  # a wrong port or host: one line now, before a run directory
+        if cfg.strict:  # as EvalScope: a bad record is fatal, before any request or run directory
+            contextvars.copy_context().run(self._check_records)
         if cfg.use_cache:
             self.store = RunStore.open(cfg.use_cache, cfg.model_name,
                                        legacy_model=cfg.model_id or cfg.model)
@@ -100,11 +107,32 @@ class Runner:
             1.0 if cfg.ignore_errors else 0.0)
         self._done = 0
         self._errored = 0
+        self._first_skipped: dict[str, str] = {}  # dataset -> its first bad record's problem
         self._stop_reason: str | None = None
         self._side = SideWork([run.scorers for run in self.datasets])
         self._live = LiveView(self.datasets, self.scoring, cfg.pricing)
         self._progress = Progress(self.progress, self._live.status)
         self._redactor = Redactor(cfg.secrets())  # log lines and error texts saved in outputs
+
+    def _check_records(self) -> None:
+        """Read every record with ``strict`` (the first bad one raises), under this run's
+        media settings, in a context of its own (``contextvars.copy_context``)."""
+        from groundscope import media
+
+        media.set_media_roots(self._media_roots)
+        media.set_max_pixels(self.cfg.max_image_pixels)
+        media.set_media_settings(self.cfg.media_settings())
+        for run in self.datasets:
+            for _ in iter_samples(self.cfg, run, strict=True):
+                pass
+
+    @property
+    def skipped_notes(self) -> list[str]:
+        """One line per dataset with bad records skipped: how many and the first one's
+        ``file:line: field: problem`` (the CLI says them after the table)."""
+        return [f"{run.name}: {n} bad record{'s' * (n > 1)} skipped, not evaluated; the first: "
+                f"{self._first_skipped.get(run.name, '?')} (all in {self.run_dir / 'skipped.jsonl'})"
+                for run in self.datasets if (n := run.summary.skipped)]
 
     @property
     def run_dir(self) -> Path:
@@ -134,10 +162,6 @@ class Runner:
         self.store.write_config({**cfg.redacted(), MEDIA_ROOTS_KEY: list(roots)})
         media.set_max_pixels(cfg.max_image_pixels)  # this run's context: load and send
         media.set_media_settings(cfg.media_settings())  # frames, image sizes, wav: model and judges
-        if cfg.strict:  # as EvalScope: a bad record is fatal before any request is sent
-            for run in self.datasets:
-                for _ in iter_samples(cfg, run, strict=True):
-                    pass
         try:
             async with AsyncExitStack() as stack:
                 api_url = cfg.api_url
@@ -185,7 +209,7 @@ class Runner:
             retry=RetryPolicy(max_retries=cfg.max_retries, base_delay=cfg.retry_base_delay,
                               max_delay=cfg.retry_max_delay),
             concurrency=cfg.eval_batch_size, max_response_bytes=cfg.max_response_bytes,
-            wire=wire_api(api), gate=gate,
+            wire=wire_api(api), gate=gate, key_source=self.key_source,
         )
         stack.push_async_callback(client.aclose)
         await self._evaluate(client)
@@ -259,6 +283,7 @@ class Runner:
 
     def _skip(self, run: DatasetRun, subset: str, problem: str) -> None:
         run.summary.skipped += 1
+        self._first_skipped.setdefault(run.name, problem)
         self.store.append_skipped(run.name, subset, problem)
         log.warning("skipped bad record: %s", problem)
 
@@ -389,7 +414,8 @@ class Runner:
             if self.cfg.ignore_errors or self.cfg.max_error_rate is not None:
                 why = f"error rate {rate:.1%} crossed max_error_rate {self._error_budget:.1%}"
             else:
-                why = "a sample failed (pass --ignore-errors to record failures and go on)"
+                why = (f"a sample failed: {pred.error} (pass --ignore-errors to record "
+                       "failures and go on)")
             self._stop_reason = (f"run stopped early: {why}. Finished work is kept in "
                                  f"{self.run_dir}; resume with --use-cache {self.run_dir}")
 

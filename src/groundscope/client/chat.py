@@ -14,7 +14,8 @@ failure onto the exception tree (the wire API names the error kinds)::
 
 ``ResponseError.kind`` is ``context_length`` / ``content_filter`` when the server says so,
 ``redirect``, ``response_too_large``, ``media_fetch``, else ``http_<status>``; a malformed
-reply is ``malformed_response``.
+reply is ``malformed_response``. A 404 / 401 / 403 or an unknown model's error says what
+was posted where and what to check (``client/first_errors.py``).
 
 Credentials: the API key goes into the ``Authorization`` header (``Bearer``, sent as given,
 ``EMPTY`` included) and nowhere else (never to a media host: ``client/fetch.py``).
@@ -45,6 +46,14 @@ import orjson
 from pydantic import SecretStr
 
 from groundscope.client.fetch import MediaFetcher
+from groundscope.client.first_errors import (
+    MODELS_BODY_BYTES,
+    hint,
+    is_unknown_model,
+    model_ids,
+    models_url,
+    wants_hint,
+)
 from groundscope.client.gate import QUOTA_KINDS, Gate, Outcome, RateGate
 from groundscope.client.http_errors import truncate
 from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES, ERROR_BODY_BYTES, HEADER_LIMITS, read_body
@@ -90,6 +99,7 @@ class ChatClient:
         gate: Gate | None = None,
         rpm: float | None = None,
         tpm: float | None = None,
+        key_source: str | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
@@ -104,6 +114,11 @@ class ChatClient:
         self.redactor = Redactor([*url_secrets(api_url),
                                   self.api_key.get_secret_value() if self.api_key else None])
         self.model = model
+        # where the key came from, for a 401's message: "$NAME", "--api-key", a config file
+        ref = getattr(api_key, "ref", None)  # (keys.ApiKey: the $NAME it was read from)
+        self.key_source = (ref if isinstance(ref, str) else None) or key_source or (
+            "the configured api_key" if self.api_key is not None else None)
+        self._offered: asyncio.Future[list[str] | None] | None = None  # /v1/models, asked once
         self.generation_config: Mapping[str, Any] = dict(generation_config or {})
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
@@ -201,6 +216,8 @@ class ChatClient:
                 raise self._redirect(status, headers.get("location"))
             if status != 200:
                 err = self._error(status, raw, headers)
+                if wants_hint(err, str(err)):  # a wrong URL, key or model: say which
+                    err = await self._explained(session, err)
                 outcome = Outcome(status=status, headers=headers, kind=err.kind)
                 raise err
             completion = self._redacted(self.wire.reply(raw))
@@ -237,6 +254,33 @@ class ChatClient:
             self._spent = err
             log.error("%s: %s", self.api_url, err)
         return err
+
+    async def _explained(self, session: aiohttp.ClientSession,
+                         err: ModelError) -> ResponseError:
+        """A 404 / 401 / 403 / unknown-model error with the URL posted to and what to check;
+        for an unknown model, what ``/v1/models`` offers (asked once per client, bounded)."""
+        text = str(err)
+        url = models_url(self._url.get_secret_value())
+        offered = None
+        if url is not None and is_unknown_model(err, text):
+            asked = self._offered
+            if asked is None or asked.get_loop() is not asyncio.get_running_loop():
+                asked = self._offered = asyncio.ensure_future(self._ask_models(session, url))
+            offered = await asyncio.shield(asked)  # every failing request waits for one answer
+        offered = [self.redactor.redact(m) for m in offered] if offered else None
+        said = hint(err, text, posted=self.api_url, model=self.model, key_source=self.key_source,
+                    offered=offered)
+        return ResponseError(f"{text} ({said})", kind=err.kind, status=err.status)
+
+    async def _ask_models(self, session: aiohttp.ClientSession, url: str) -> list[str] | None:
+        """The model ids ``url`` (``/v1/models``) lists; None if it answers otherwise."""
+        try:
+            async with session.get(url, allow_redirects=False) as resp:
+                if resp.status == 200:
+                    return model_ids(await read_body(resp, MODELS_BODY_BYTES)) or None
+        except (aiohttp.ClientError, TimeoutError, ModelError):
+            pass
+        return None
 
     async def _send(self, session: aiohttp.ClientSession,
                     body: bytes) -> tuple[int, bytes, dict[str, str]]:

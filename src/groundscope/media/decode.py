@@ -93,6 +93,20 @@ def sample_frames(data: bytes, what: str, *, count: int, fps: float | None,
         return _seeking(container, stream, targets, what, max_pixels, _Encoder(side))
 
 
+def first_frame(data: bytes, what: str, *, max_pixels: int, side: int) -> bytes:
+    """A video's first frame as JPEG, its longest side at most ``side`` (the HTML report's
+    thumbnail): one frame decoded, after at most :data:`SEEK_MAX_FRAMES` packets."""
+    with _opened(data, what, "video cannot be decoded") as container:
+        stream = _video_stream(container, what, max_pixels)
+        for packets, packet in enumerate(container.demux(stream)):
+            if packets >= SEEK_MAX_FRAMES:
+                break
+            for frame in packet.decode():
+                _check_pixels(frame.width, frame.height, what, max_pixels)
+                return _Encoder(side)(frame)
+    raise MediaError(f"{what}: no video frame could be decoded")
+
+
 def _video_stream(container: Any, what: str, max_pixels: int) -> Any:
     name = str(container.format.name or "")
     if name.endswith("_pipe") or name == "image2":

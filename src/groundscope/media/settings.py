@@ -27,7 +27,7 @@ from groundscope.types import Modality
 TRANSCODED_AUDIO = ("flac", "ogg", "m4a")  # converted to wav by audio_transcode
 FRAMED_VIDEO = ("mkv", "webm")  # decodable into frames, though no API takes them as video
 DEFAULT_FRAME_SIDE = 768  # frames' longest side unless max_image_side is smaller
-PYAV_HINT = "pip install 'groundscope[video]' (PyAV)"
+PYAV_HINT = "pip install -e '.[video]' in the groundscope clone (PyAV)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,8 @@ the directory of the sample's ``origin`` file, then the current directory (as in
 the run's recorded roots in force); anything that cannot be read, or lies outside those
 roots, is shown by its name, never fatal.
 
-Size is bounded three ways: images become thumbnails of at most ``THUMB_PX`` pixels a side;
+Size is bounded three ways: images become thumbnails of at most ``THUMB_PX`` pixels a side
+(a video, its first frame's, decoded by PyAV under the pixel cap; without PyAV, its path);
 identical files (by content hash) are embedded once; and once ``budget`` bytes of data URIs
 are embedded, further media are shown by name only. Remote URLs are never fetched.
 
@@ -33,10 +34,14 @@ from typing import Any
 
 from groundscope import media
 from groundscope.errors import MediaError, MediaRootError
+from groundscope.media.decode import first_frame
 from groundscope.types import MediaRef, Modality
 
 THUMB_PX = 128
 AUDIO_MAX_BYTES = 256 * 1024
+# a video's first frame is ~10 ms or more of decoding: each counts as this much of the budget
+# (the end-of-run page decodes at most 8; ``groundscope report`` about a thousand)
+VIDEO_CHARGE = 16 * 1024
 SOURCE_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_BUDGET = 16 * 1024 * 1024
 # The page written at the end of a run embeds fewer previews (making a thumbnail costs about
@@ -97,8 +102,9 @@ class MediaTable:
         kind = ref.kind.value
         try:
             size = path.stat().st_size
-            if kind == "video":
-                return None, f"{_size(size)}, not embedded"
+            if kind == "video" and (size > SOURCE_MAX_BYTES or not media.have_pyav()):
+                why = "too big to preview" if size > SOURCE_MAX_BYTES else "no PyAV for a thumbnail"
+                return None, f"{_size(size)}, {why}"
             if kind == "audio" and size > AUDIO_MAX_BYTES:
                 return None, f"{_size(size)}, too big to embed"
             if size > SOURCE_MAX_BYTES:
@@ -120,6 +126,9 @@ class MediaTable:
             return self._by_hash[digest], None
         if kind == "audio":
             uri = _audio_uri(data)
+        elif kind == "video":  # decoding costs: charged as VIDEO_CHARGE at least, even failed
+            uri = _video_uri(data, path.name)
+            self.used += max(0, VIDEO_CHARGE - len(uri or ""))
         else:
             uri = _prefetched(path, data)
             if uri is None:
@@ -240,6 +249,16 @@ def _thumbnail_uri(data: bytes) -> str | None:
     except Exception:  # Pillow raises many types for broken or unsupported files
         return None
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _video_uri(data: bytes, name: str) -> str | None:
+    """A video's first frame as a JPEG thumbnail data URI (PyAV, bounded by the pixel cap);
+    None if it cannot be decoded."""
+    try:
+        jpeg = first_frame(data, name, max_pixels=media.max_pixels(), side=THUMB_PX)
+    except MediaError:
+        return None
+    return "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii")
 
 
 def _audio_uri(data: bytes) -> str | None:

@@ -5,8 +5,10 @@ media previews only from inside the media roots the run recorded) and writes
 ``<run_dir>/report.html`` with: the execution summary (with the usage: requests, tokens
 and cost per step and model), the metrics table (the terminal
 table's labels and score format, plus 95% CI columns), charts (per-subset bars with CI
-error bars, score distributions, request latency), a per-sample browser (filters, search,
-paging; rendered in the browser from one embedded JSON blob) and the redacted config.
+error bars, score distributions, request latency; the BLEU / ROUGE family in one chart), a
+per-sample browser (filters by outcome and by flag: hallucinated, judge_failed; sorting by
+score; search, paging; rendered in the browser from one embedded JSON blob) and the
+redacted config.
 The page opens offline and fetches nothing (see ``report/page.py``).
 """
 
@@ -29,7 +31,7 @@ from groundscope.report.model import DatasetReport
 from groundscope.report.page import asset, render_page, table
 from groundscope.report.plots import Bar, bar_chart, histogram
 from groundscope.report.rundata import PASS_THRESHOLD, RunData, load_run
-from groundscope.report.samples import collect
+from groundscope.report.samples import FLAGS, collect
 from groundscope.report.table import cut_notes, format_score, metric_label
 from groundscope.usage import Entry, UsageSummary, cost_text, step_rows
 
@@ -187,14 +189,33 @@ def _metric_order(rep: DatasetReport, primary: str | None) -> list[str]:
     return keys
 
 
+def is_text_metric(key: str) -> bool:
+    """BLEU-n and ROUGE-x-y: a family of 13 charted together, not one chart each."""
+    return key.startswith(("bleu-", "rouge-"))
+
+
+def _text_family(rep: DatasetReport, keys: list[str]) -> str:
+    """One chart of the BLEU / ROUGE family: a bar per metric, over all subsets (95% CI)."""
+    bars = []
+    for key in keys:
+        rows = [r for r in rep.metrics if r.metric == key and r.category is None]
+        row = next((r for r in rows if r.subset == OVERALL), rows[0] if rows else None)
+        if row is not None:
+            bars.append(Bar(metric_label(key), row.score, row.ci_low, row.ci_high, row.num))
+    return bar_chart("BLEU / ROUGE, all subsets", bars, plot_w=220) if bars else ""
+
+
 def _plots_section(run: RunData, data: dict[str, Any]) -> str:
     out = ['<section id="plots"><h2>Charts</h2>']
     for rep in run.reports:
         primary = run.primary_metric(rep.dataset)
         keys = _metric_order(rep, primary)
-        bars, dists = [], []
+        family = [k for k in keys if is_text_metric(k)]
+        bars, dists = [_text_family(rep, family)] if len(family) > 1 else [], []
         values = data["values"].get(rep.dataset, {})
         for key in keys:
+            if len(family) > 1 and key in family and key != primary:
+                continue  # in the family's chart (the primary keeps its own, by subset)
             rows = [r for r in rep.metrics if r.metric == key and r.category is None]
             bars.append(bar_chart(metric_label(key), [
                 Bar(r.subset, r.score, r.ci_low, r.ci_high, r.num, emphasis=r.subset == OVERALL)
@@ -231,14 +252,21 @@ def _samples_section(data: dict[str, Any]) -> str:
     counts = data["counts"]
     options = "".join(f'<option value="{o}">{o} ({counts[o]})</option>'
                       for o in ("pass", "fail", "errored", "excluded"))
+    flags = "".join(f'<option value="{f}">{f} ({counts[f]})</option>' for f in FLAGS)
     return f"""<section id="samples"><h2>Samples</h2>
 <p class="gs-note">Outcome under each dataset's primary metric: <i>pass</i> when its value is
 at least {PASS_THRESHOLD:g}, <i>fail</i> below, <i>errored</i> when the request failed,
-<i>excluded</i> when the sample has no usable primary score. Click a row for its details.</p>
+<i>excluded</i> when the sample has no usable primary score. A sample with a contradicted
+claim is badged <i>hallucinated</i> whatever its score; <i>judge_failed</i> marks a judge
+that broke its contract on one of its scorers. Click a row for its details.</p>
 {_cut_note(data)}
 <div class="gs-controls">
 <label>Outcome <select id="gs-outcome"><option value="">all ({len(data["samples"])})</option>
 {options}</select></label>
+<label>Flag <select id="gs-flag"><option value="">any</option>{flags}</select></label>
+<label>Sort <select id="gs-sort"><option value="">run order</option>
+<option value="asc">score, lowest first</option><option value="desc">score, highest first</option>
+</select></label>
 <label>Subset <select id="gs-subset"><option value="">all</option></select></label>
 <label>Search <input id="gs-search" type="search" placeholder="id, question, answer, reference…"></label>
 <span id="gs-count" class="gs-count" data-count="0"></span>

@@ -72,6 +72,36 @@ def _scores(reviews: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+FLAGS = ("hallucinated", "judge_failed")
+
+
+def _contradicted(detail: Any) -> bool:
+    """Whether a review's detail holds a contradicted claim: the grounding scorer's count
+    (``contradicted``), or a claim list with a ``contradicted`` verdict."""
+    if not isinstance(detail, Mapping):
+        return False
+    count = detail.get("contradicted")
+    if isinstance(count, int | float) and not isinstance(count, bool) and count > 0:
+        return True
+    claims = detail.get("claims")
+    return isinstance(claims, list) and any(
+        isinstance(c, Mapping) and str(c.get("verdict", "")).lower() == "contradicted"
+        for c in claims[:10_000])
+
+
+def sample_flags(reviews: list[dict[str, Any]]) -> list[str]:
+    """What the sample browser filters by beside the outcome: ``hallucinated`` (a claim of
+    the answer is contradicted, whatever the primary score says) and ``judge_failed`` (a
+    judge broke its contract on one of the sample's scorers)."""
+    flags = []
+    if any(_contradicted(r.get("detail")) or (r.get("values") or {}).get("hallucinated_answers")
+           for r in reviews):
+        flags.append("hallucinated")
+    if any(r.get("status") == "judge_failed" for r in reviews):
+        flags.append("judge_failed")
+    return flags
+
+
 def sample_record(row: SampleRow, primary: str | None, media: MediaTable,
                   where: tuple[int, int]) -> dict[str, Any]:
     """The JSON record of one (sample, repeat); ``where`` = (dataset index, subset index)."""
@@ -86,7 +116,7 @@ def sample_record(row: SampleRow, primary: str | None, media: MediaTable,
         "attempts": pred.get("attempts"), "question": _cut(sample.get("question", "")),
         "messages": _messages(sample.get("messages") or [], media, origin_dir(origin, media_roots())),
         "prediction": _cut(pred.get("prediction")), "refs": [_cut(t) for t in sample.get("target") or []],
-        "scores": _scores(row.reviews),
+        "scores": _scores(row.reviews), "flags": sample_flags(row.reviews),
     }
     optional = {"reasoning": _cut(pred.get("reasoning")), "error": _cut(pred.get("error")),
                 "error_kind": pred.get("error_kind"), "choices": sample.get("choices") or None,
@@ -119,5 +149,6 @@ def collect(run: RunData, media: MediaTable, limit: int | None = None) -> dict[s
         for key, v in row.values().items():
             values.setdefault(row.dataset, {}).setdefault(key, []).append(v)
     counts = {o: sum(1 for r in records if r["outcome"] == o) for o in OUTCOMES}
+    counts.update({f: sum(1 for r in records if f in r["flags"]) for f in FLAGS})
     return {"datasets": datasets, "samples": records, "counts": counts,
             "latencies": latencies, "values": values}

@@ -22,7 +22,7 @@ from groundscope.errors import ConfigError
 from groundscope.keys import FieldPath, secret_fields, secret_values
 from groundscope.redaction import Redactor, url_secrets
 
-RAY_INSTALL = "pip install 'groundscope[ray]'"
+RAY_INSTALL = "pip install -e '.[ray]' in the groundscope clone (the extra, installed from source)"
 _NOT_SECRET = ("", "EMPTY")  # no key, or EvalScope's "no key" placeholder
 
 

@@ -195,6 +195,11 @@ class SimulatorServer:
             chat = api.to_chat(body, request.headers)
             texts, ids, stripped, tokens = parse_messages(chat.get("messages"))
             check_params(chat)
+            served = self.behaviour.models
+            if served is not None and chat.get("model") not in served:
+                raise BadRequest(f"Invalid model name passed in model={chat.get('model')}. "
+                                 "Call `/v1/models` to view available models",
+                                 code="model_not_found", param="model")
         except (orjson.JSONDecodeError, BadRequest) as err:
             msg = str(err) if isinstance(err, BadRequest) else "could not parse the JSON body"
             self._record(request, 400, key=None, attempt=0, fault=None, error=msg, api=api.name)
@@ -298,9 +303,10 @@ class SimulatorServer:
 
     async def _models(self, request: web.Request) -> web.Response:
         self._record(request, 200, key=None, attempt=0, fault=None)
-        model = {"id": self.model, "object": "model", "created": 0,
-                 "owned_by": "groundscope-simulator"}
-        return json_response({"object": "list", "data": [model]})
+        names = self.behaviour.models or (self.model,)
+        return json_response({"object": "list", "data": [
+            {"id": name, "object": "model", "created": 0, "owned_by": "groundscope-simulator"}
+            for name in names]})
 
     async def _sim_requests(self, request: web.Request) -> web.Response:
         return json_response(self.requests())

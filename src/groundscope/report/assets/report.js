@@ -6,7 +6,7 @@
   const DATA = JSON.parse(document.getElementById("gs-data").textContent);
   const SAMPLES = DATA.samples;
   const PAGE = 50;
-  const state = { outcome: "", subset: "", terms: [], page: 0 };
+  const state = { outcome: "", flag: "", sort: "", subset: "", terms: [], page: 0 };
   let haystack = null;
 
   function h(tag, props, ...kids) {
@@ -54,9 +54,20 @@
     for (let i = 0; i < SAMPLES.length; i++) {
       const s = SAMPLES[i];
       if (state.outcome && s.outcome !== state.outcome) continue;
+      if (state.flag && !(s.flags || []).includes(state.flag)) continue;
       if (state.subset && `${s.ds}:${s.sub}` !== state.subset) continue;
       if (state.terms.length && !state.terms.every((t) => haystack[i].includes(t))) continue;
       out.push(i);
+    }
+    if (state.sort) {  // by the primary score; samples without one (errored, excluded) last
+      const sign = state.sort === "asc" ? 1 : -1;
+      const key = (i) => SAMPLES[i].pv;
+      out.sort((a, b) => {
+        const x = key(a), y = key(b);
+        if (x === null || x === undefined) return y === null || y === undefined ? a - b : 1;
+        if (y === null || y === undefined) return -1;
+        return sign * (x - y) || a - b;
+      });
     }
     return out;
   }
@@ -94,6 +105,11 @@
     const blob = m.blob === undefined ? null : DATA.blobs[m.blob];
     const box = h("span", { class: "gs-media", title: m.name });
     if (blob && m.kind === "image") box.append(h("img", { src: blob, alt: m.name, loading: "lazy" }));
+    else if (blob && m.kind === "video") {  // its first frame, marked as a video
+      box.classList.add("gs-video");
+      box.append(h("img", { src: blob, alt: `first frame of ${m.name}`, loading: "lazy" }),
+        h("span", { class: "gs-file", text: `[video] ${m.name}` }));
+    }
     else if (blob && m.kind === "audio") box.append(h("audio", { controls: "", preload: "none", src: blob }));
     else box.append(h("span", { class: "gs-file", text: `[${m.kind}] ${m.name}` }));
     box.append(h("small", { text: blob ? m.name : m.note || "" }));
@@ -144,9 +160,13 @@
 
   function row(s) {
     const primary = DATA.datasets[s.ds].primary_label;
+    const flags = s.flags || [];
+    // a contradicted claim is a hallucination whatever the primary score: never badged "pass"
+    const badge = flags.includes("hallucinated") && s.outcome === "pass" ? "hallucinated" : s.outcome;
     const d = h("details", { class: `gs-sample gs-${s.outcome}`, "data-id": s.id },
       h("summary", null,
-        h("span", { class: `gs-badge gs-badge-${s.outcome}`, text: s.outcome }),
+        h("span", { class: `gs-badge gs-badge-${badge}`, text: badge }),
+        flags.filter((f) => f !== badge).map((f) => h("span", { class: `gs-badge gs-badge-${f}`, text: f })),
         h("code", { text: s.repeat ? `${s.id} #${s.repeat}` : s.id }),
         h("span", { class: "gs-where", text: where(s) }),
         h("span", { class: "gs-pv", text: s.pv === null ? "" : `${primary} ${pct(s.pv)}` }),
@@ -185,6 +205,8 @@
       if (group !== subset) subset.append(group);
     }
     $("gs-outcome").addEventListener("change", (e) => { state.outcome = e.target.value; state.page = 0; render(); });
+    $("gs-flag").addEventListener("change", (e) => { state.flag = e.target.value; state.page = 0; render(); });
+    $("gs-sort").addEventListener("change", (e) => { state.sort = e.target.value; state.page = 0; render(); });
     subset.addEventListener("change", (e) => { state.subset = e.target.value; state.page = 0; render(); });
     let timer = 0;
     $("gs-search").addEventListener("input", (e) => {
