@@ -226,3 +226,30 @@ def test_score_with_an_unreachable_judge_fails_before_scoring(
     assert code == 2 and err.strip().startswith(
         f"groundscope: error: judge.models[0].api_url: cannot reach 127.0.0.1:{closed_port}")
     assert [p.read_bytes() for p in reviews] == before  # nothing scored, nothing rewritten
+
+
+def test_the_pre_flight_tries_every_address_a_name_resolves_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name resolving to ::1 first and 127.0.0.1 second (``localhost`` on many systems),
+    with a server on 127.0.0.1 only, is reachable, as the client's connector finds it: the
+    pre-flight tried the first address alone and stopped such a run before it started."""
+    import socket
+
+    from groundscope.client.reach import check_reachable
+    from groundscope.errors import ConfigError
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    real = socket.getaddrinfo
+
+    def both(host: str, *args: object, **kw: object) -> list:
+        if host != "dual.test":
+            return real(host, *args, **kw)
+        v6 = (socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("::1", port, 0, 0))
+        v4 = (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))
+        return [v6, v4]
+
+    monkeypatch.setattr(socket, "getaddrinfo", both)
+    with server:
+        check_reachable(f"http://dual.test:{port}/v1", "api_url")  # no error
+    with pytest.raises(ConfigError, match=r"dual\.test:\d+ .*connection refused"):
+        check_reachable(f"http://dual.test:{port}/v1", "api_url")

@@ -47,15 +47,22 @@ def check_reachable(url: str, where: str, timeout: float = DEFAULT_TIMEOUT_S) ->
         addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
         raise ConfigError(f"{at}: DNS: the host name does not resolve ({_reason(exc)})") from None
-    try:
-        sock = socket.create_connection(addresses[0][4][:2], timeout=timeout)
-    except ConnectionRefusedError:
-        raise ConfigError(f"{at}: connection refused: nothing is listening on port {port} "
-                          "(is the server up, the port right?)") from None
-    except TimeoutError:
-        raise ConfigError(f"{at}: no answer to a connection within {timeout:g}s") from None
-    except OSError as exc:
-        raise ConfigError(f"{at}: {_reason(exc)}") from None
+    sock, failed = None, None
+    for address in dict.fromkeys(a[4][:2] for a in addresses):
+        # every address the name resolves to, as the client's connector tries them: a server
+        # listening on 127.0.0.1 only is reached as ``localhost`` though ::1 comes first
+        try:
+            sock = socket.create_connection(address, timeout=timeout)
+            break
+        except OSError as exc:
+            failed = failed if isinstance(failed, ConnectionRefusedError) else exc
+    if sock is None:
+        if isinstance(failed, ConnectionRefusedError):
+            raise ConfigError(f"{at}: connection refused: nothing is listening on port {port} "
+                              "(is the server up, the port right?)")
+        if isinstance(failed, TimeoutError):
+            raise ConfigError(f"{at}: no answer to a connection within {timeout:g}s")
+        raise ConfigError(f"{at}: {_reason(failed or OSError('no address'))}")
     with sock:
         if urlsplit(url.strip()).scheme != "https":
             return
