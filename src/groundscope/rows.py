@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 
 from groundscope.errors import StoreError
 from groundscope.jsonl import read_jsonl_numbered
-from groundscope.types import AnswerKind, PredictionStatus, ScoreStatus
+from groundscope.types import MAX_TOKEN_COUNT, AnswerKind, PredictionStatus, ScoreStatus
 from groundscope.usage import RowUsage
 
 __all__ = ["read_rows", "read_rows_numbered"]
@@ -25,7 +25,7 @@ __all__ = ["read_rows", "read_rows_numbered"]
 _LOOSE = ConfigDict(extra="allow")
 Id = StrictStr | StrictInt
 Number = Annotated[float, Field(strict=False)]
-TokenCount = Annotated[StrictInt, Field(ge=0, le=2**31 - 1)]  # as a reply's (client/reply.py)
+TokenCount = Annotated[StrictInt, Field(ge=0, le=MAX_TOKEN_COUNT)]  # as types.Usage holds them
 
 
 class _Part(BaseModel):

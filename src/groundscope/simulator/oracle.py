@@ -51,8 +51,8 @@ class SimBehaviour:
     ``max_context_tokens`` makes prompts that are too long fail with a 400
     ``context_length_exceeded`` error, like a real endpoint. The hostile knobs
     (``malformed_body``, ``reply_bytes``, ``reply_gzip``, ``reply_chunked``,
-    ``declared_length``, ``header_bytes``, ``redirect_to``, ``echo_key``) are described in
-    ``faults.py``; a provider's limits (``rpm``, ``tpm``, ``max_in_flight``) in ``limits.py``.
+    ``declared_length``, ``header_bytes``, ``redirect_to``, ``echo_key``, ``usage_count``) are
+    described in ``faults.py``; a provider's limits (``rpm``, ``tpm``, ``max_in_flight``) in ``limits.py``.
     """
 
     accuracy: float = 1.0
@@ -79,6 +79,7 @@ class SimBehaviour:
     rpm: int | None = None
     tpm: int | None = None
     max_in_flight: int | None = None
+    usage_count: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("rpm", "tpm", "max_in_flight"):
