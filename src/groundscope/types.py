@@ -2,7 +2,7 @@
 
 All of them are frozen dataclasses: a stage receives values and returns new ones, nothing
 is mutated in place. Pydantic lives only at the edges (``config.py`` for what comes in,
-``store.py`` / ``report/model.py`` for what goes to disk).
+``rows.py`` / ``report/model.py`` for what goes to disk; ``rowcodec.py`` maps these types to rows).
 
 The flow, in types::
 
