@@ -155,7 +155,8 @@ def test_a_row_it_could_not_read_is_never_written(tmp_path: Path) -> None:
     store = RunStore.create(tmp_path, "m", no_timestamp=True)
     store.append_score("d", "s", Score("s0", "acc", ScoreStatus.OK, {"accuracy": 1.0}), "h0")
     for values, weights in (({"accuracy": math.nan}, {}), ({"f1": 0.5}, {"f1": math.inf})):
-        with pytest.raises(StoreError, match=r"d_s.jsonl: refusing to write a row it could not read: (values|weights)"):
+        refused = r"d_s.jsonl: refusing to write a row it could not read: (values|weights)"
+        with pytest.raises(StoreError, match=refused):
             store.append_score("d", "s", Score("s1", "acc", ScoreStatus.OK, values,
                                                weights=weights), "h1")
     store.close()

@@ -40,14 +40,15 @@ from groundscope.simulator.wire import SimReply
 Record = Callable[..., None]
 
 
-def with_usage_count(body: dict[str, Any], count: int) -> dict[str, Any]:
-    """``body`` with every integer under its ``usage`` (at any depth) replaced by ``count``."""
+def with_usage_count(body: dict[str, Any], count: int | None) -> dict[str, Any]:
+    """``body`` with every integer under its ``usage`` (at any depth) replaced by ``count``
+    (None: ``body`` as it is)."""
     def inflate(value: Any) -> Any:
         if isinstance(value, dict):
             return {k: inflate(v) for k, v in value.items()}
         return count if isinstance(value, int) and not isinstance(value, bool) else value
 
-    return {**body, "usage": inflate(body["usage"])} if "usage" in body else body
+    return {**body, "usage": inflate(body["usage"])} if "usage" in body and count is not None else body
 
 
 class Knobs(Protocol):

@@ -255,9 +255,7 @@ class SimulatorServer:
         if self.behaviour.echo_key == "reply":
             reply, model = echo_reply(reply, req.body["model"], credential_header(request))
             req = dataclasses.replace(req, body={**req.body, "model": model})
-        body = api.reply(req, reply, tokens)
-        if self.behaviour.usage_count is not None:
-            body = with_usage_count(body, self.behaviour.usage_count)
+        body = with_usage_count(api.reply(req, reply, tokens), self.behaviour.usage_count)
         return json_response(body, headers=self.limits.headers(self.clock()))
 
     async def _hang(self, request: web.Request, info: dict[str, Any]) -> bool:
