@@ -28,10 +28,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+from pydantic import ConfigDict, Field, StrictInt, StrictStr, TypeAdapter, ValidationError, with_config
+from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 
 from groundscope.errors import StoreError
 from groundscope.jsonl import dumps_line, read_jsonl_numbered
@@ -40,108 +41,117 @@ from groundscope.usage import RowUsage
 
 __all__ = ["KEYS", "Kind", "check_row", "encode_row", "read_rows", "read_rows_numbered"]
 
-_LOOSE = ConfigDict(extra="allow")
 Id = StrictStr | StrictInt
 Number = Annotated[float, Field(strict=False)]
 TokenCount = Annotated[StrictInt, Field(ge=0, le=MAX_TOKEN_COUNT)]  # as types.Usage holds them
 Kind = Literal["prediction", "review", "skipped"]
+_loose = with_config(ConfigDict(extra="allow"))  # a row is a dict: TypedDicts, checked fast
 
 
-class PartRow(BaseModel):
+@_loose
+class PartRow(TypedDict):
     """A message part: ``{"type": "text", "text"}`` or ``{"type": <modality>, "media"}``."""
 
-    model_config = _LOOSE
     type: StrictStr
-    text: StrictStr | None = None
-    media: StrictStr | None = None
+    text: NotRequired[StrictStr | None]
+    media: NotRequired[StrictStr | None]
 
 
-class MessageRow(BaseModel):
-    model_config = _LOOSE
+@_loose
+class MessageRow(TypedDict):
     role: StrictStr
     content: StrictStr | list[PartRow] | None
 
 
-class SampleRow(BaseModel):
+@_loose
+class SampleRow(TypedDict):
     """A prediction's ``sample``: what scoring needs, media by description."""
 
-    model_config = _LOOSE
     origin: StrictStr
-    question: StrictStr = ""
-    target: list[StrictStr] = []
-    answer_kind: AnswerKind = AnswerKind.FREE
-    choices: list[StrictStr] = []
-    metadata: dict[str, Any] = {}
+    question: NotRequired[StrictStr]
+    target: NotRequired[list[StrictStr]]
+    answer_kind: NotRequired[AnswerKind]
+    choices: NotRequired[list[StrictStr]]
+    metadata: NotRequired[dict[str, Any]]
     messages: list[MessageRow]
 
 
-class _Keyed(BaseModel):
-    model_config = _LOOSE
-    sample_id: Id
-    repeat: StrictInt = 0
-
-
-class PredictionRow(_Keyed):
+@_loose
+class PredictionRow(TypedDict):
     """One finished request (``rowcodec.prediction_row``)."""
 
+    sample_id: Id
+    repeat: NotRequired[StrictInt]
     dataset: StrictStr
     subset: StrictStr
     status: PredictionStatus
-    request_hash: StrictStr = ""
-    prediction: StrictStr | None = None
-    attempts: StrictInt = 1
-    latency_s: Number = 0.0
-    usage: dict[Literal["prompt_tokens", "completion_tokens", "total_tokens", "reasoning_tokens",
-                        "cached_tokens"], TokenCount] | None = None
+    request_hash: NotRequired[StrictStr]
+    prediction: NotRequired[StrictStr | None]
+    attempts: NotRequired[StrictInt]
+    latency_s: NotRequired[Number]
+    usage: NotRequired[dict[Literal["prompt_tokens", "completion_tokens", "total_tokens",
+                                    "reasoning_tokens", "cached_tokens"], TokenCount] | None]
     sample: SampleRow
 
 
-class ReviewRow(_Keyed):
+@_loose
+class ReviewRow(TypedDict):
     """One scorer's verdict on one prediction (``rowcodec.review_row``)."""
 
+    sample_id: Id
+    repeat: NotRequired[StrictInt]
     scorer: StrictStr
     status: ScoreStatus
-    values: dict[str, Number] = {}
-    weights: dict[str, Number] = {}
-    detail: dict[str, Any] | None = None
-    usage: RowUsage | None = None  # judge calls: {step: {model: {"billed", "cached"}}}
+    values: NotRequired[dict[str, Number]]
+    weights: NotRequired[dict[str, Number]]
+    detail: NotRequired[dict[str, Any] | None]
+    usage: NotRequired[RowUsage | None]  # judge calls: {step: {model: {"billed", "cached"}}}
 
 
-class SkippedRow(BaseModel):
+@_loose
+class SkippedRow(TypedDict):
     """One bad record of a dataset."""
 
-    model_config = _LOOSE
     dataset: StrictStr
     subset: StrictStr
     problem: StrictStr
 
 
-_MODELS: dict[str, type[BaseModel]] = {"prediction": PredictionRow, "review": ReviewRow,
-                                       "skipped": SkippedRow}
+_MODELS: dict[str, TypeAdapter[Any]] = {
+    "prediction": TypeAdapter(PredictionRow), "review": TypeAdapter(ReviewRow),
+    "skipped": TypeAdapter(SkippedRow)}
 KEYS: dict[Kind, tuple[str, ...]] = {"prediction": ("sample_id", "repeat"),
                                      "review": ("sample_id", "repeat", "scorer"),
                                      "skipped": ("dataset", "subset", "problem")}
 
 
-def check_row(kind: Kind, row: Mapping[str, Any], where: str) -> None:
-    """``StoreError`` ``where: field: problem`` unless ``row`` fits its kind's model."""
+def check_row(kind: Kind, row: Mapping[str, Any], path: Path, lineno: int | None) -> None:
+    """``StoreError`` ``path:lineno: field: problem`` unless ``row`` fits its kind's model
+    (no ``lineno``: a row about to be written to ``path``)."""
     try:
-        _MODELS[kind].model_validate(row)
+        _MODELS[kind].validate_python(row)
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or kind
-        raise StoreError(f"{where}: {field}: {err['msg']}") from None
+        raise StoreError(f"{_where(path, lineno)}: {field}: {err['msg']}") from None
     for name in ("values", "weights"):
-        if isinstance(row.get(name), dict) and not all(
-                isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-                for v in row[name].values()):
-            raise StoreError(f"{where}: {name}: every value must be a finite number")
+        numbers = row.get(name)
+        if not numbers:  # checked a dict above; a plain loop: this is on the per-sample path
+            continue
+        for v in numbers.values():
+            if (type(v) is not float and type(v) is not int) or not math.isfinite(v):
+                raise StoreError(f"{_where(path, lineno)}: {name}: every value must be a finite "
+                                 "number")
+
+
+def _where(path: Path, lineno: int | None) -> str:
+    return f"{path}:{lineno}" if lineno is not None else f"{path}: refusing to write a row it could not read"
 
 
 def encode_row(kind: Kind, row: Mapping[str, Any], path: Path) -> bytes:
     """The JSONL line of ``row``, checked as read back (see the module docstring)."""
     line = dumps_line(row)
-    check_row(kind, orjson.loads(line), f"{path}: refusing to write a row it could not read")
+    check_row(kind, orjson.loads(line), path, None)
     return line
 
 
@@ -154,5 +164,5 @@ def read_rows(path: Path, kind: Kind) -> Iterator[dict[str, Any]]:
 def read_rows_numbered(path: Path, kind: Kind) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, row)`` of ``path``, checked as :func:`read_rows` checks them."""
     for lineno, row in read_jsonl_numbered(path):
-        check_row(kind, row, f"{path}:{lineno}")
+        check_row(kind, row, path, lineno)
         yield lineno, row

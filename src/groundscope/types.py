@@ -176,6 +176,10 @@ class Usage:
     cached_tokens: int = 0
 
     def __post_init__(self) -> None:
+        if (0 <= self.reasoning_tokens <= self.completion_tokens <= MAX_TOKEN_COUNT
+                and 0 <= self.cached_tokens <= self.prompt_tokens <= MAX_TOKEN_COUNT
+                and 0 <= self.total_tokens <= MAX_TOKEN_COUNT):
+            return  # already held: the usual case, on the per-sample path
         prompt, completion = _held(self.prompt_tokens), _held(self.completion_tokens)
         held = {"prompt_tokens": prompt, "completion_tokens": completion,
                 "total_tokens": _held(self.total_tokens),
