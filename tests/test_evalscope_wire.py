@@ -22,8 +22,8 @@ from groundscope.client.openai import build_body, request_hash
 from groundscope.config import TaskConfig, load_config
 from groundscope.dataset import FormatContext, vqa
 from groundscope.errors import ConfigError
+from groundscope.rowcodec import message_to_json, sample_from_json, sample_to_json
 from groundscope.simulator import SimulatorServer
-from groundscope.store import message_to_json, sample_from_json, sample_to_json
 from groundscope.types import Message, Origin, Sample
 from media_fixtures import make_media_dir
 

@@ -1,10 +1,17 @@
 """The run directory: appended lines survive crashes, resume keys, compaction."""
 
+import math
 from pathlib import Path
 
+import pytest
+
+from groundscope.errors import StoreError
 from groundscope.jsonl import read_jsonl
-from groundscope.store import RunStore, sample_from_json
+from groundscope.rowcodec import prediction_from_json, sample_from_json, score_from_json
+from groundscope.rows import read_rows
+from groundscope.store import RunStore
 from groundscope.types import (
+    MAX_TOKEN_COUNT,
     Completion,
     MediaPart,
     MediaRef,
@@ -17,6 +24,7 @@ from groundscope.types import (
     Score,
     ScoreStatus,
     TextPart,
+    Usage,
 )
 
 
@@ -113,3 +121,43 @@ def test_a_run_directory_is_locked_while_in_use(tmp_path: Path) -> None:
     probe = subprocess.run([sys.executable, "-c", "from groundscope.store import RunStore; "
                             f"RunStore.open({str(tmp_path)!r}, 'm')"], capture_output=True, text=True)
     assert probe.returncode == 0, probe.stderr  # released by both
+
+
+def test_every_row_kind_written_is_read_back_equal(tmp_path: Path) -> None:
+    """Each file kind's row goes through the model that reads it: what was appended comes
+    back from ``read_rows`` as the same values."""
+    store = RunStore.create(tmp_path, "m", no_timestamp=True)
+    usage = Usage(MAX_TOKEN_COUNT, 7, MAX_TOKEN_COUNT, reasoning_tokens=3, cached_tokens=5)
+    p = Prediction("s0", "h0", PredictionStatus.OK, Completion("Dog", "m", "stop", usage, "r"),
+                   attempts=2, latency_s=0.25)
+    failed = Prediction("s1", "h1", PredictionStatus.ERROR, error="boom", error_kind="timeout")
+    score = Score("s0", "acc", ScoreStatus.OK, {"accuracy": 1.0}, "A", {"why": ["x"]},
+                  weights={"accuracy": 2.0},
+                  usage={"claims": {"j": {"billed": {"requests": 1, "prompt_tokens": 9}}}})
+    store.append_prediction("d", "s", make_sample(0, tmp_path), p)
+    store.append_prediction("d", "s", make_sample(1, tmp_path), failed)
+    store.append_score("d", "s", score, "h0")
+    store.append_skipped("d", "s", "line 3: bad")
+    store.close()
+    preds = list(read_rows(store.predictions_file("d", "s"), "prediction"))
+    assert [prediction_from_json(r) for r in preds] == [p, failed]
+    back = score_from_json(next(read_rows(store.reviews_file("d", "s"), "review")))
+    assert (back.values, back.weights, back.extracted, back.usage) == (
+        score.values, score.weights, score.extracted, score.usage)
+    assert list(read_rows(tmp_path / "skipped.jsonl", "skipped")) == [
+        {"dataset": "d", "subset": "s", "problem": "line 3: bad"}]
+
+
+def test_a_row_it_could_not_read_is_never_written(tmp_path: Path) -> None:
+    """A score that is not a finite number (NaN is written as JSON null) is refused at the
+    write, naming the field, and the file stays readable, rather than written and then
+    refused by every later ``report`` / ``--use-cache``."""
+    store = RunStore.create(tmp_path, "m", no_timestamp=True)
+    store.append_score("d", "s", Score("s0", "acc", ScoreStatus.OK, {"accuracy": 1.0}), "h0")
+    for values, weights in (({"accuracy": math.nan}, {}), ({"f1": 0.5}, {"f1": math.inf})):
+        refused = r"d_s.jsonl: refusing to write a row it could not read: (values|weights)"
+        with pytest.raises(StoreError, match=refused):
+            store.append_score("d", "s", Score("s1", "acc", ScoreStatus.OK, values,
+                                               weights=weights), "h1")
+    store.close()
+    assert [r["sample_id"] for r in read_rows(store.reviews_file("d", "s"), "review")] == ["s0"]

@@ -13,12 +13,15 @@ from typing import Any
 
 import pytest
 
+from cli_support import dataset_samples, run_cli
+from groundscope import run_task
 from groundscope.client import anthropic, responses
 from groundscope.client.cache import ResponseCache
 from groundscope.client.reply import parse_completion
 from groundscope.errors import RetryableError, StoreError
 from groundscope.rows import read_rows
-from groundscope.types import Completion, Usage
+from groundscope.simulator import SimBehaviour, SimulatorServer
+from groundscope.types import MAX_TOKEN_COUNT, Completion, Usage
 
 VALUES = json.loads((Path(__file__).parent / "untrusted" / "usage" / "usage_values.json").read_text())
 REFUSED: dict[str, Any] = VALUES["refused"]
@@ -161,3 +164,35 @@ def test_hostile_cache_lines_are_skipped_not_summed(tmp_path: Path) -> None:
     assert len(cache) == 2
     assert cache.get("k0") == Completion("{}", usage=Usage(3, 4, 7, 1, 2))
     assert cache.get("k1") == Completion("{}", usage=Usage(3, 4, 7))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("api", ["openai_api", "anthropic_api", "openai_responses_api"])
+def test_a_run_with_the_largest_counts_stays_readable(api: str, tmp_path: Path) -> None:
+    """Every count of every reply is 2**31 - 1 (Anthropic's prompt is the sum of three of
+    them): what the run writes, its own reader takes back. ``report`` and ``--use-cache``
+    succeed, report.html is written, and each saved count is held to the bound."""
+    records = [{"id": f"q{i}", "answer": "yes", "messages": [{"role": "user", "content": f"q{i}?"}]}
+               for i in range(2)]
+    (tmp_path / "text.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    args = {"general_vqa": {"local_path": str(tmp_path), "subset_list": ["text"]}}
+    run = tmp_path / "run"
+    task = {"eval_type": api, "model": "m", "api_key": "sk-u", "datasets": ["general_vqa"],
+            "dataset_args": args, "work_dir": str(run), "no_timestamp": True}
+    server = SimulatorServer(dataset_samples("general_vqa", args),
+                             SimBehaviour(accuracy=1.0, usage_count=MAX_TOKEN_COUNT))
+    with server as url:
+        run_task({**task, "api_url": url})
+        assert (run / "report.html").is_file()
+        (run / "report.html").unlink()
+        rebuilt = run_cli("report", str(run), cwd=tmp_path)
+        assert rebuilt.returncode == 0, rebuilt.stderr
+        assert (run / "report.html").is_file()
+        (tmp_path / "task.json").write_text(json.dumps({**task, "api_url": url}))
+        resumed = run_cli("eval", "--config", "task.json", "--use-cache", str(run),
+                          "--no-progress", cwd=tmp_path)
+        assert resumed.returncode == 0, resumed.stderr
+    rows = list(read_rows(next((run / "predictions").rglob("*.jsonl")), "prediction"))
+    assert len(rows) == 2 and all(r["status"] == "ok" for r in rows)
+    assert all(r["usage"]["prompt_tokens"] == r["usage"]["total_tokens"] == MAX_TOKEN_COUNT
+               for r in rows)

@@ -126,3 +126,12 @@ def read_regular(path: Path, cap: int) -> bytes:
             chunks.append(chunk)
             left -= len(chunk)
     return b"".join(chunks)
+
+
+def within(path: str, root: str) -> bool:
+    """Whether the real path ``path`` is ``root`` or lies under it (both already real).
+
+    >>> within("/a/b", "/a"), within("/ab", "/a"), within("/a", "/a/")
+    (True, False, True)
+    """
+    return path == root.rstrip(os.sep) or path.startswith(root.rstrip(os.sep) + os.sep)

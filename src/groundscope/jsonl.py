@@ -98,7 +98,8 @@ class Shard:
     handle: IO[bytes] | None = None
     keys: array[int] = field(default_factory=lambda: array("q"))
 
-    def append(self, row: Mapping[str, Any]) -> None:
+    def append(self, row: Mapping[str, Any], line: bytes | None = None) -> None:
+        """Append ``row`` (``line``: its JSONL line when the caller already encoded it)."""
         if self.handle is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             repair_tail(self.path)
@@ -106,7 +107,7 @@ class Shard:
         if self.key_fields:
             self.keys.append(hash(tuple(row[f] for f in self.key_fields)))
         try:
-            self.handle.write(dumps_line(row))
+            self.handle.write(line if line is not None else dumps_line(row))
             self.handle.flush()
         except OSError:
             self._drop_handle()

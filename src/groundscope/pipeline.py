@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING, Any
 from groundscope.errors import MediaError, ModelError
 from groundscope.metrics import category_of
 from groundscope.resume import scoring_view
+from groundscope.rowcodec import prediction_from_json, sample_to_json, score_from_json
 from groundscope.scoring import Scorer, score_safely
 from groundscope.scoring.groups import GROUP_REQUEST_HASH
-from groundscope.store import RunStore, prediction_from_json, sample_to_json, score_from_json
+from groundscope.store import RunStore
 from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
 from groundscope.usage import metering
 

@@ -31,19 +31,13 @@ from groundscope.plan import DatasetRun, check_endpoints, plan_scoring
 from groundscope.redaction import Redactor
 from groundscope.report.build import build_dataset_report, write_page
 from groundscope.report.model import DatasetReport, Report, Summary
+from groundscope.rowcodec import prediction_from_json, sample_from_json, score_from_json
 from groundscope.rows import read_rows
 from groundscope.rundir import read_run_config
 from groundscope.scoring import ScoringContext, scorer_keys
 from groundscope.scoring.groups import GROUP_REQUEST_HASH
 from groundscope.scoring.judge import mock_judged
-from groundscope.store import (
-    MEDIA_ROOTS_KEY,
-    RunStore,
-    prediction_from_json,
-    sample_from_json,
-    saved_media_roots,
-    score_from_json,
-)
+from groundscope.store import MEDIA_ROOTS_KEY, RunStore, saved_media_roots
 from groundscope.types import PredictionStatus
 from groundscope.usage import MODEL_STEP
 

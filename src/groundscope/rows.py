@@ -1,116 +1,168 @@
-"""A run directory's saved rows, checked where they are read (a run directory is untrusted).
+"""A run directory's rows: one pydantic model per file kind, the one schema of a saved row.
 
-``read_rows(path, kind)`` yields the rows of a predictions (``"prediction"``) or reviews
-(``"review"``) JSONL file after checking, with pydantic, every field groundscope reads from
-them; a row that does not fit is one ``StoreError`` line ``file:line: field: problem``
-(never a traceback further on). Extra keys are kept, unchecked and unused.
+=============  ==========================================  ==================================
+kind           file                                        model, key
+=============  ==========================================  ==================================
+``prediction`` ``predictions/<model>/<dataset>_<subset>``   :class:`PredictionRow`,
+                                                           ``(sample_id, repeat)``
+``review``     ``reviews/<model>/<dataset>_<subset>``       :class:`ReviewRow`,
+                                                           ``(sample_id, repeat, scorer)``
+``skipped``    ``skipped.jsonl``                           :class:`SkippedRow`,
+                                                           ``(dataset, subset, problem)``
+=============  ==========================================  ==================================
+
+Read: :func:`read_rows` yields a file's rows after :func:`check_row` (the kind's model, and
+finite ``values`` / ``weights``); a row that does not fit is one ``StoreError`` line
+``file:line: field: problem`` (never a traceback further on). Extra keys are kept, unchecked
+and unused (a row copied by ``merge`` is written as it was read).
+
+Written: :func:`encode_row` turns a row into its JSONL line and passes the decoded line
+through the same :func:`check_row` the reader uses, so a row groundscope writes is by
+construction one it reads back (DESIGN rule 17); a row that would not be is a
+``StoreError`` before anything is written. Rows are built from the value types
+(``types.py``) and turned back into them by ``rowcodec.py``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+import orjson
+from pydantic import ConfigDict, Field, StrictInt, StrictStr, TypeAdapter, ValidationError, with_config
+from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 
 from groundscope.errors import StoreError
-from groundscope.jsonl import read_jsonl_numbered
-from groundscope.types import AnswerKind, PredictionStatus, ScoreStatus
+from groundscope.jsonl import dumps_line, read_jsonl_numbered
+from groundscope.types import MAX_TOKEN_COUNT, AnswerKind, PredictionStatus, ScoreStatus
 from groundscope.usage import RowUsage
 
-__all__ = ["read_rows", "read_rows_numbered"]
+__all__ = ["KEYS", "Kind", "check_row", "encode_row", "read_rows", "read_rows_numbered"]
 
-_LOOSE = ConfigDict(extra="allow")
 Id = StrictStr | StrictInt
 Number = Annotated[float, Field(strict=False)]
-TokenCount = Annotated[StrictInt, Field(ge=0, le=2**31 - 1)]  # as a reply's (client/reply.py)
+TokenCount = Annotated[StrictInt, Field(ge=0, le=MAX_TOKEN_COUNT)]  # as types.Usage holds them
+Kind = Literal["prediction", "review", "skipped"]
+_loose = with_config(ConfigDict(extra="allow"))  # a row is a dict: TypedDicts, checked fast
 
 
-class _Part(BaseModel):
-    model_config = _LOOSE
+@_loose
+class PartRow(TypedDict):
+    """A message part: ``{"type": "text", "text"}`` or ``{"type": <modality>, "media"}``."""
+
     type: StrictStr
-    text: StrictStr | None = None
-    media: StrictStr | None = None
+    text: NotRequired[StrictStr | None]
+    media: NotRequired[StrictStr | None]
 
 
-class _Message(BaseModel):
-    model_config = _LOOSE
+@_loose
+class MessageRow(TypedDict):
     role: StrictStr
-    content: StrictStr | list[_Part] | None
+    content: StrictStr | list[PartRow] | None
 
 
-class _Sample(BaseModel):
-    model_config = _LOOSE
+@_loose
+class SampleRow(TypedDict):
+    """A prediction's ``sample``: what scoring needs, media by description."""
+
     origin: StrictStr
-    question: StrictStr = ""
-    target: list[StrictStr] = []
-    answer_kind: AnswerKind = AnswerKind.FREE
-    choices: list[StrictStr] = []
-    metadata: dict[str, Any] = {}
-    messages: list[_Message]
+    question: NotRequired[StrictStr]
+    target: NotRequired[list[StrictStr]]
+    answer_kind: NotRequired[AnswerKind]
+    choices: NotRequired[list[StrictStr]]
+    metadata: NotRequired[dict[str, Any]]
+    messages: list[MessageRow]
 
 
-class _Keyed(BaseModel):
-    model_config = _LOOSE
+@_loose
+class PredictionRow(TypedDict):
+    """One finished request (``rowcodec.prediction_row``)."""
+
     sample_id: Id
-    repeat: StrictInt = 0
-
-
-class _Prediction(_Keyed):
+    repeat: NotRequired[StrictInt]
     dataset: StrictStr
     subset: StrictStr
     status: PredictionStatus
-    request_hash: StrictStr = ""
-    prediction: StrictStr | None = None
-    attempts: StrictInt = 1
-    latency_s: Number = 0.0
-    usage: dict[Literal["prompt_tokens", "completion_tokens", "total_tokens", "reasoning_tokens",
-                        "cached_tokens"], TokenCount] | None = None
-    sample: _Sample
+    request_hash: NotRequired[StrictStr]
+    prediction: NotRequired[StrictStr | None]
+    attempts: NotRequired[StrictInt]
+    latency_s: NotRequired[Number]
+    usage: NotRequired[dict[Literal["prompt_tokens", "completion_tokens", "total_tokens",
+                                    "reasoning_tokens", "cached_tokens"], TokenCount] | None]
+    sample: SampleRow
 
 
-class _Review(_Keyed):
+@_loose
+class ReviewRow(TypedDict):
+    """One scorer's verdict on one prediction (``rowcodec.review_row``)."""
+
+    sample_id: Id
+    repeat: NotRequired[StrictInt]
     scorer: StrictStr
     status: ScoreStatus
-    values: dict[str, Number] = {}
-    weights: dict[str, Number] = {}
-    detail: dict[str, Any] | None = None
-    usage: RowUsage | None = None  # judge calls: {step: {model: {"billed", "cached"}}}
+    values: NotRequired[dict[str, Number]]
+    weights: NotRequired[dict[str, Number]]
+    detail: NotRequired[dict[str, Any] | None]
+    usage: NotRequired[RowUsage | None]  # judge calls: {step: {model: {"billed", "cached"}}}
 
 
-class _Skipped(BaseModel):
-    model_config = _LOOSE
+@_loose
+class SkippedRow(TypedDict):
+    """One bad record of a dataset."""
+
     dataset: StrictStr
     subset: StrictStr
     problem: StrictStr
 
 
-_MODELS: dict[str, type[BaseModel]] = {"prediction": _Prediction, "review": _Review,
-                                       "skipped": _Skipped}
-Kind = Literal["prediction", "review", "skipped"]
+_MODELS: dict[str, TypeAdapter[Any]] = {
+    "prediction": TypeAdapter(PredictionRow), "review": TypeAdapter(ReviewRow),
+    "skipped": TypeAdapter(SkippedRow)}
+KEYS: dict[Kind, tuple[str, ...]] = {"prediction": ("sample_id", "repeat"),
+                                     "review": ("sample_id", "repeat", "scorer"),
+                                     "skipped": ("dataset", "subset", "problem")}
+
+
+def check_row(kind: Kind, row: Mapping[str, Any], path: Path, lineno: int | None) -> None:
+    """``StoreError`` ``path:lineno: field: problem`` unless ``row`` fits its kind's model
+    (no ``lineno``: a row about to be written to ``path``)."""
+    try:
+        _MODELS[kind].validate_python(row)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or kind
+        raise StoreError(f"{_where(path, lineno)}: {field}: {err['msg']}") from None
+    for name in ("values", "weights"):
+        numbers = row.get(name)
+        if not numbers:  # checked a dict above; a plain loop: this is on the per-sample path
+            continue
+        for v in numbers.values():
+            if (type(v) is not float and type(v) is not int) or not math.isfinite(v):
+                raise StoreError(f"{_where(path, lineno)}: {name}: every value must be a finite "
+                                 "number")
+
+
+def _where(path: Path, lineno: int | None) -> str:
+    return f"{path}:{lineno}" if lineno is not None else f"{path}: refusing to write a row it could not read"
+
+
+def encode_row(kind: Kind, row: Mapping[str, Any], path: Path) -> bytes:
+    """The JSONL line of ``row``, checked as read back (see the module docstring)."""
+    line = dumps_line(row)
+    check_row(kind, orjson.loads(line), path, None)
+    return line
 
 
 def read_rows(path: Path, kind: Kind) -> Iterator[dict[str, Any]]:
-    """The rows of ``path`` (see the module docstring)."""
+    """The rows of ``path`` (see the module docstring), one at a time."""
     for _, row in read_rows_numbered(path, kind):
         yield row
 
 
 def read_rows_numbered(path: Path, kind: Kind) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, row)`` of ``path``, checked as :func:`read_rows` checks them."""
-    model = _MODELS[kind]
     for lineno, row in read_jsonl_numbered(path):
-        try:
-            model.model_validate(row)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            field = ".".join(str(p) for p in err["loc"]) or kind
-            raise StoreError(f"{path}:{lineno}: {field}: {err['msg']}") from None
-        for name in ("values", "weights"):
-            if isinstance(row.get(name), dict) and not all(
-                    isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-                    for v in row[name].values()):
-                raise StoreError(f"{path}:{lineno}: {name}: every value must be a finite number")
+        check_row(kind, row, path, lineno)
         yield lineno, row

@@ -44,36 +44,16 @@ import yaml
 
 from groundscope.compat import default_model_id
 from groundscope.errors import ConfigError, StoreError
-from groundscope.fileio import atomic_write, check_no_symlink_dirs, fsync_dir, write_error
+from groundscope.fileio import atomic_write, check_no_symlink_dirs, fsync_dir, within, write_error
 from groundscope.jsonl import Shard
-from groundscope.media import describe
-from groundscope.rows import read_rows
+from groundscope.rowcodec import prediction_row, review_row, skipped_row
+from groundscope.rows import KEYS, Kind, encode_row, read_rows
 from groundscope.rundir import RUN_MARKER, check_fresh_run_dir, resume_target
 from groundscope.runlock import lock_dir, unlock_dir
-from groundscope.types import (
-    AnswerKind,
-    Completion,
-    ContentPart,
-    MediaPart,
-    MediaRef,
-    Message,
-    Modality,
-    Origin,
-    Prediction,
-    PredictionStatus,
-    Sample,
-    Score,
-    ScoreStatus,
-    TextPart,
-    Usage,
-)
+from groundscope.types import Prediction, Sample, Score
 
-SCHEMA_VERSION = 1
 MEDIA_ROOTS_KEY = "allowed_media_roots"  # config.json: the real paths media were read under
 SCHEMA_VERSION = 2
-_ROW_KIND: dict[tuple[str, ...], Any] = {("sample_id", "repeat"): "prediction",
-                                         ("sample_id", "repeat", "scorer"): "review",
-                                         ("dataset", "subset", "problem"): "skipped"}
 REPORT_SUFFIX = ".groundscope.json"  # groundscope's report; <dataset>.json is EvalScope's
 _UNSAFE = re.compile(r"[^\w.\-]+")
 
@@ -97,38 +77,14 @@ def saved_media_roots(config: Mapping[str, Any], run_dir: Path | None = None) ->
         if not isinstance(r, str) or not r or not os.path.isabs(r):
             continue
         real = os.path.realpath(r)
-        if real != os.path.dirname(real) and any(_within(real, b) for b in bounds):
+        if real != os.path.dirname(real) and any(within(real, b) for b in bounds):
             out.append(r)
     return tuple(out)
-
-
-def _within(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
-def origin_dir(origin: Any, roots: Iterable[str]) -> Path | None:
-    """The folder of a saved sample's ``origin`` (``path:line``), a base for its relative
-    media paths, only when it lies inside one of ``roots`` (the honoured recorded roots):
-    a predictions line never widens what may be read."""
-    if not isinstance(origin, str):
-        return None
-    path, _, _line = origin.rpartition(":")
-    if not path:
-        return None
-    # a relative origin (a relative ``local_path``) is the run's working directory's, as a
-    # relative medium is: read from the same directory, it is found again
-    folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
-    if any(_within(folder, os.path.realpath(r)) for r in roots):
-        return Path(folder)
-    return None
 
 
 def safe_name(name: str) -> str:
     """A file-system-safe version of a model / dataset / subset name."""
     return _UNSAFE.sub("_", name).strip("._") or "_"
-
-
-# ---------------------------------------------------------------- (de)serialisation
 
 
 def subset_file_name(dataset: str, subset: str) -> str:
@@ -147,130 +103,6 @@ def check_subset_files(pairs: Iterable[tuple[str, str]]) -> None:
                 f"dataset_args.{dataset}: subsets {first[1]!r} ({first[0]}) and {subset!r} "
                 f"({dataset}) would share the output file {subset_file_name(dataset, subset)}; "
                 "rename one of them")
-
-
-def message_to_json(msg: Message) -> dict[str, Any]:
-    """A message for outputs: media by description, never by payload; tool-calling keys
-    (``name``, ``tool_calls``, ``tool_call_id``) as sent."""
-    if isinstance(msg.content, str):
-        return {"role": msg.role, "content": msg.content, **msg.tool_fields()}
-    parts: list[dict[str, Any]] = []
-    for p in msg.content:
-        if isinstance(p, MediaPart):
-            parts.append({"type": p.media.kind.value, "media": describe(p.media)})
-        else:
-            parts.append({"type": "text", "text": p.text})
-    return {"role": msg.role, "content": parts, **msg.tool_fields()}
-
-
-def sample_to_json(sample: Sample) -> dict[str, Any]:
-    return {
-        "origin": str(sample.origin),
-        "question": sample.question,
-        "target": list(sample.target),
-        "answer_kind": sample.answer_kind.value,
-        "choices": list(sample.choices),
-        "metadata": dict(sample.metadata),
-        "messages": [message_to_json(m) for m in sample.messages],
-    }
-
-
-def _message_from_json(row: Mapping[str, Any], base_dir: Path | None = None) -> Message:
-    content = row["content"]
-    tools = {"name": row.get("name"), "tool_call_id": row.get("tool_call_id"),
-             "tool_calls": tuple(row.get("tool_calls") or ())}
-    if isinstance(content, str):
-        return Message(row["role"], content, **tools)
-    parts: list[ContentPart] = []
-    for part in content:
-        if part["type"] == "text":
-            parts.append(TextPart(part["text"]))
-        else:  # media kept by description: a path re-resolves against the dataset's folder
-            parts.append(MediaPart(MediaRef(Modality(part["type"]), part["media"],
-                                            base_dir=base_dir)))
-    return Message(row["role"], tuple(parts), **tools)
-
-
-def sample_from_json(row: Mapping[str, Any], dataset: str, subset: str,
-                     roots: Iterable[str] = ()) -> Sample:
-    """The scoring view of a saved sample: media by description (local paths stay loadable,
-    relative to the dataset file when its folder is inside ``roots``, the run's honoured
-    media roots; inline media are a content hash only)."""
-    data = row["sample"]
-    path, _, line = data["origin"].rpartition(":")
-    base = origin_dir(data["origin"], roots)
-    return Sample(
-        id=str(row["sample_id"]), dataset=dataset, subset=subset,
-        messages=tuple(_message_from_json(m, base) for m in data["messages"]),
-        origin=Origin(Path(path), int(line) if line.isdigit() else 0),
-        target=tuple(data["target"]), answer_kind=AnswerKind(data["answer_kind"]),
-        choices=tuple(data["choices"]), question=data["question"], metadata=data["metadata"],
-    )
-
-
-def prediction_to_json(p: Prediction) -> dict[str, Any]:
-    c = p.completion
-    return {
-        "request_hash": p.request_hash,
-        "status": p.status.value,
-        "prediction": c.text if c else None,
-        "reasoning": c.reasoning if c else None,
-        "model": c.model if c else None,
-        "finish_reason": c.finish_reason if c else None,
-        "usage": _usage_json(c.usage) if c else None,
-        "error": p.error,
-        "error_kind": p.error_kind,
-        "attempts": p.attempts,
-        "latency_s": round(p.latency_s, 6),
-    }
-
-
-def _usage_json(u: Usage) -> dict[str, int]:
-    out = {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
-           "total_tokens": u.total_tokens}
-    if u.reasoning_tokens:  # the details only when the API reported them
-        out["reasoning_tokens"] = u.reasoning_tokens
-    if u.cached_tokens:
-        out["cached_tokens"] = u.cached_tokens
-    return out
-
-
-def prediction_from_json(row: Mapping[str, Any]) -> Prediction:
-    completion = None
-    if row.get("prediction") is not None:
-        usage = row.get("usage") or {}
-        completion = Completion(
-            text=row["prediction"], model=row.get("model") or "",
-            finish_reason=row.get("finish_reason"), reasoning=row.get("reasoning"),
-            usage=Usage(**{k: int(v) for k, v in usage.items()}),
-        )
-    return Prediction(
-        sample_id=str(row["sample_id"]), request_hash=row["request_hash"],
-        status=PredictionStatus(row["status"]), completion=completion, error=row.get("error"),
-        error_kind=row.get("error_kind"), attempts=int(row.get("attempts", 1)),
-        latency_s=float(row.get("latency_s", 0.0)), repeat=int(row.get("repeat", 0)),
-    )
-
-
-def score_to_json(s: Score) -> dict[str, Any]:
-    row = {"scorer": s.scorer, "status": s.status.value, "values": dict(s.values),
-           "extracted": s.extracted, "detail": dict(s.detail)}
-    if s.weights:  # only ratio (micro) metrics carry weights; other rows stay as they were
-        row["weights"] = dict(s.weights)
-    if s.usage:  # judge calls (usage.py); rows of scorers that ask no judge stay as they were
-        row["usage"] = dict(s.usage)
-    return row
-
-
-def score_from_json(row: Mapping[str, Any]) -> Score:
-    return Score(
-        sample_id=str(row["sample_id"]), scorer=row["scorer"], status=ScoreStatus(row["status"]),
-        values={k: float(v) for k, v in (row.get("values") or {}).items()},
-        extracted=row.get("extracted"), detail=row.get("detail") or {},
-        repeat=int(row.get("repeat", 0)),
-        weights={k: float(v) for k, v in (row.get("weights") or {}).items()},
-        usage=row.get("usage") or {},
-    )
 
 
 # ---------------------------------------------------------------- the store
@@ -398,41 +230,39 @@ class RunStore:
         atomic_write(self.run_dir / "configs" / "task_config.yaml", text.encode(),
                      hint=self.resume_hint)
 
-    def _append(self, path: Path, key_fields: tuple[str, ...], row: Mapping[str, Any]) -> None:
+    def _append(self, path: Path, kind: Kind, row: Mapping[str, Any]) -> None:
+        """One row of ``kind``, written as ``rows.encode_row`` checked it (as it is read)."""
         path = self._staged.get(path, path)
+        line = encode_row(kind, row, path)
         shard = self._shards.get(path)
         try:
             if shard is None:
+                key_fields = KEYS[kind]
                 shard = self._shards[path] = Shard(path, key_fields)
                 if path.exists():
-                    for old in read_rows(path, _ROW_KIND[key_fields]):
+                    for old in read_rows(path, kind):
                         shard.keys.append(hash(tuple(old.get(f) for f in key_fields)))
-            shard.append(row)
+            shard.append(row, line)
         except OSError as exc:
             raise write_error(path, exc, self.resume_hint) from None
 
     def append_prediction(self, dataset: str, subset: str, sample: Sample, pred: Prediction) -> None:
-        row = {"sample_id": sample.id, "repeat": pred.repeat, "dataset": dataset, "subset": subset,
-               **prediction_to_json(pred), "sample": sample_to_json(sample)}
-        self._append(self.predictions_file(dataset, subset), ("sample_id", "repeat"), row)
+        self._append(self.predictions_file(dataset, subset), "prediction",
+                     prediction_row(dataset, subset, sample, pred))
 
     def append_score(self, dataset: str, subset: str, score: Score, request_hash: str) -> None:
-        row = {"sample_id": score.sample_id, "repeat": score.repeat, "dataset": dataset,
-               "subset": subset, "request_hash": request_hash, **score_to_json(score)}
-        self._append(self.reviews_file(dataset, subset), ("sample_id", "repeat", "scorer"), row)
+        self._append(self.reviews_file(dataset, subset), "review",
+                     review_row(dataset, subset, score, request_hash))
 
-    def append_saved(self, kind: str, dataset: str, subset: str, row: Mapping[str, Any]) -> None:
+    def append_saved(self, kind: Kind, dataset: str, subset: str, row: Mapping[str, Any]) -> None:
         """A row read (and checked) from another run directory, written as it was read
         (``groundscope merge``): ``kind`` is ``"prediction"`` or ``"review"``."""
-        if kind == "prediction":
-            self._append(self.predictions_file(dataset, subset), ("sample_id", "repeat"), row)
-        else:
-            self._append(self.reviews_file(dataset, subset), ("sample_id", "repeat", "scorer"), row)
+        path = (self.predictions_file if kind == "prediction" else self.reviews_file)(dataset, subset)
+        self._append(path, kind, row)
 
     def append_skipped(self, dataset: str, subset: str, problem: str) -> None:
         """One bad record; keyed, so a resumed run that meets it again does not count it twice."""
-        row = {"dataset": dataset, "subset": subset, "problem": problem}
-        self._append(self.run_dir / "skipped.jsonl", ("dataset", "subset", "problem"), row)
+        self._append(self.run_dir / "skipped.jsonl", "skipped", skipped_row(dataset, subset, problem))
 
     def write_report(self, dataset: str, report: Mapping[str, Any],
                      evalscope: Mapping[str, Any]) -> Path:

@@ -2,7 +2,7 @@
 
 All of them are frozen dataclasses: a stage receives values and returns new ones, nothing
 is mutated in place. Pydantic lives only at the edges (``config.py`` for what comes in,
-``store.py`` / ``report/model.py`` for what goes to disk).
+``rows.py`` / ``report/model.py`` for what goes to disk; ``rowcodec.py`` maps these types to rows).
 
 The flow, in types::
 
@@ -22,6 +22,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+MAX_TOKEN_COUNT = 2**31 - 1  # the bound of every saved token count: a reply's, a row's
 
 
 class Modality(StrEnum):
@@ -158,10 +159,14 @@ class Usage:
     ``reasoning_tokens`` are part of ``completion_tokens`` (thinking the model did before
     answering); ``cached_tokens`` are part of ``prompt_tokens`` (served from the provider's
     prompt cache, usually billed at a lower price). Counts are held here, whoever builds
-    them (a reply, a saved row, a cache line): none below 0, each detail within its total.
+    them (a reply, a saved row, a cache line): none below 0 or above ``MAX_TOKEN_COUNT``
+    (a sum of a reply's counts saturates there, so what is written is always read back),
+    each detail within its total.
 
     >>> Usage(10, 5, 15, reasoning_tokens=9, cached_tokens=40)
     Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15, reasoning_tokens=5, cached_tokens=10)
+    >>> Usage(3 * MAX_TOKEN_COUNT, 1).prompt_tokens == MAX_TOKEN_COUNT
+    True
     """
 
     prompt_tokens: int = 0
@@ -171,14 +176,22 @@ class Usage:
     cached_tokens: int = 0
 
     def __post_init__(self) -> None:
-        prompt, completion = max(self.prompt_tokens, 0), max(self.completion_tokens, 0)
+        if (0 <= self.reasoning_tokens <= self.completion_tokens <= MAX_TOKEN_COUNT
+                and 0 <= self.cached_tokens <= self.prompt_tokens <= MAX_TOKEN_COUNT
+                and 0 <= self.total_tokens <= MAX_TOKEN_COUNT):
+            return  # already held: the usual case, on the per-sample path
+        prompt, completion = _held(self.prompt_tokens), _held(self.completion_tokens)
         held = {"prompt_tokens": prompt, "completion_tokens": completion,
-                "total_tokens": max(self.total_tokens, 0),
+                "total_tokens": _held(self.total_tokens),
                 "reasoning_tokens": min(max(self.reasoning_tokens, 0), completion),
                 "cached_tokens": min(max(self.cached_tokens, 0), prompt)}
         for name, value in held.items():
             if getattr(self, name) != value:
                 object.__setattr__(self, name, value)
+
+
+def _held(count: int) -> int:
+    return min(max(count, 0), MAX_TOKEN_COUNT)
 
 
 @dataclass(frozen=True, slots=True)

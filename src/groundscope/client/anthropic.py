@@ -175,6 +175,7 @@ class MessagesUsage(LaxModel):
     output_tokens_details: OutputDetails | None = None
 
     def usage(self) -> Usage:
+        """The prompt is the sum of three counts: it saturates (``types.Usage``)."""
         prompt = ((self.input_tokens or 0) + (self.cache_creation_input_tokens or 0)
                   + (self.cache_read_input_tokens or 0))
         details = self.output_tokens_details

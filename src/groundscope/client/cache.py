@@ -31,12 +31,11 @@ from groundscope import media
 from groundscope.bounds import MAX_RUN_LINE_BYTES
 from groundscope.client.chat import ChatClient
 from groundscope.client.openai import effective_config
-from groundscope.client.reply import MAX_TOKEN_COUNT
 from groundscope.errors import StoreError
 from groundscope.fileio import open_regular, write_error
 from groundscope.jsonl import Shard
 from groundscope.redaction import redact_url
-from groundscope.types import Completion, MediaPart, MediaRef, Message, Usage
+from groundscope.types import MAX_TOKEN_COUNT, Completion, MediaPart, MediaRef, Message, Usage
 
 log = logging.getLogger("groundscope")
 

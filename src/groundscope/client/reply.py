@@ -35,9 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 
 from groundscope.client.http_errors import error_kind, error_message, truncate
 from groundscope.errors import ResponseError, RetryableError
-from groundscope.types import Completion, Usage
+from groundscope.types import MAX_TOKEN_COUNT, Completion, Usage
 
-MAX_TOKEN_COUNT = 2**31 - 1
 TokenCount = Annotated[StrictInt, Field(ge=0, le=MAX_TOKEN_COUNT)]
 
 
@@ -103,10 +102,14 @@ def token_usage(prompt: int | None, completion: int | None, total: int | None, *
                 reasoning: int | None = None, cached: int | None = None) -> Usage:
     """A reply's token counts (missing: 0; a missing total: the sum of the other two).
     Reasoning tokens are part of the completion's, cached ones of the prompt's: a reply
-    that says more is held to its totals, so it cannot make a cost negative.
+    that says more is held to its totals, so it cannot make a cost negative. Each count,
+    and a sum of them, saturates at ``MAX_TOKEN_COUNT`` (``types.Usage``): a reply whose
+    counts are all 2**31 - 1 is read, and written as a row groundscope reads back.
 
     >>> token_usage(10, 5, None, reasoning=9, cached=40)
     Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15, reasoning_tokens=5, cached_tokens=10)
+    >>> token_usage(MAX_TOKEN_COUNT, MAX_TOKEN_COUNT, None).total_tokens == MAX_TOKEN_COUNT
+    True
     """
     prompt, completion = prompt or 0, completion or 0
     return Usage(prompt, completion, total if total is not None else prompt + completion,

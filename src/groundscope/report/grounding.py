@@ -209,7 +209,7 @@ def add_grounding_stats(rep: DatasetReport, judge: JudgeConfig | None, store: Ru
     subset, the ``(sample id, repeat)`` to count (None: all)."""
     if not _KEYS & {r.metric for r in rep.metrics}:
         return rep
-    from groundscope.store import score_from_json
+    from groundscope.rowcodec import score_from_json
 
     scores = {s: [score_from_json(r) for r in store.load_reviews(rep.dataset, s).values()]
               for s in rep.subsets}

@@ -104,7 +104,7 @@ class JudgeStats:
 
 def judged_scores(store: RunStore, dataset: str, subsets: Sequence[str]) -> dict[str, list[Score]]:
     """The saved scores that carry a judge decision, per subset (one per sample and repeat)."""
-    from groundscope.store import score_from_json
+    from groundscope.rowcodec import score_from_json
 
     out: dict[str, list[Score]] = {}
     for subset in subsets:

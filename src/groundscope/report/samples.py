@@ -17,7 +17,7 @@ from groundscope.media import media_roots
 from groundscope.report.embed import MediaTable
 from groundscope.report.rundata import OUTCOMES, RunData, SampleRow
 from groundscope.report.table import metric_label
-from groundscope.store import origin_dir
+from groundscope.rowcodec import origin_dir
 
 TEXT_MAX = 20_000
 

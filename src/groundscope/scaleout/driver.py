@@ -29,6 +29,7 @@ from groundscope.config import TaskConfig
 from groundscope.errors import GroundscopeError
 from groundscope.pipeline import Predicted, Saved, Scored
 from groundscope.plan import Item
+from groundscope.rowcodec import prediction_to_json, sample_to_json, score_to_json
 from groundscope.scaleout.gatekeeper import GateKeeper, RemoteGate
 from groundscope.scaleout.registry import ReplyRegistry
 from groundscope.scaleout.session import NAMESPACE, start_session
@@ -46,7 +47,6 @@ from groundscope.scaleout.worker import (
 )
 from groundscope.scoring import ScoringContext
 from groundscope.scoring.judge import response_cache
-from groundscope.store import prediction_to_json, sample_to_json, score_to_json
 from groundscope.types import Completion
 
 log = logging.getLogger("groundscope")

@@ -16,7 +16,9 @@ Turned on by :class:`~groundscope.simulator.oracle.SimBehaviour` knobs (and the
 - ``echo_key``: the credential of the request's Authorization header (a Bearer key, or the
   password of Basic auth) or its ``x-api-key`` is echoed back in many forms
   (:func:`echo_forms`): in a 401 error body (``"error"``), or in the completion text, its
-  reasoning and its model name (``"reply"``).
+  reasoning and its model name (``"reply"``);
+- ``usage_count``: every token count of every reply's ``usage`` (details included) is
+  reported as this number (:func:`with_usage_count`), e.g. ``2**31 - 1`` each.
 """
 
 from __future__ import annotations
@@ -36,6 +38,17 @@ from aiohttp import web
 from groundscope.simulator.wire import SimReply
 
 Record = Callable[..., None]
+
+
+def with_usage_count(body: dict[str, Any], count: int | None) -> dict[str, Any]:
+    """``body`` with every integer under its ``usage`` (at any depth) replaced by ``count``
+    (None: ``body`` as it is)."""
+    def inflate(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: inflate(v) for k, v in value.items()}
+        return count if isinstance(value, int) and not isinstance(value, bool) else value
+
+    return {**body, "usage": inflate(body["usage"])} if "usage" in body and count is not None else body
 
 
 class Knobs(Protocol):

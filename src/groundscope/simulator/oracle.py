@@ -51,9 +51,10 @@ class SimBehaviour:
     ``max_context_tokens`` makes prompts that are too long fail with a 400
     ``context_length_exceeded`` error, like a real endpoint. The hostile knobs
     (``malformed_body``, ``reply_bytes``, ``reply_gzip``, ``reply_chunked``,
-    ``declared_length``, ``header_bytes``, ``redirect_to``, ``echo_key``) are described in
-    ``faults.py``; a provider's limits (``rpm``, ``tpm``, ``max_in_flight``) in ``limits.py``.
-    ``models``, when given, are the only model names served, as a gateway's model list.
+    ``declared_length``, ``header_bytes``, ``redirect_to``, ``echo_key``, ``usage_count``) are
+    described in ``faults.py``; a provider's limits (``rpm``, ``tpm``, ``max_in_flight``) in
+    ``limits.py``. ``models``, when given, are the only model names served, as a gateway's
+    model list.
     """
 
     accuracy: float = 1.0
@@ -82,6 +83,7 @@ class SimBehaviour:
     max_in_flight: int | None = None
     # the model names served (listed by /v1/models); another name is a 400 model_not_found
     models: tuple[str, ...] | None = None
+    usage_count: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("rpm", "tpm", "max_in_flight"):

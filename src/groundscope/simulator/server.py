@@ -43,6 +43,7 @@ from groundscope.simulator.faults import (
     echo_reply,
     hostile_reply,
     malformed_kind,
+    with_usage_count,
 )
 from groundscope.simulator.grounding import sim_responders
 from groundscope.simulator.limits import ProviderLimits, reserved
@@ -259,8 +260,8 @@ class SimulatorServer:
         if self.behaviour.echo_key == "reply":
             reply, model = echo_reply(reply, req.body["model"], credential_header(request))
             req = dataclasses.replace(req, body={**req.body, "model": model})
-        return json_response(api.reply(req, reply, tokens),
-                             headers=self.limits.headers(self.clock()))
+        body = with_usage_count(api.reply(req, reply, tokens), self.behaviour.usage_count)
+        return json_response(body, headers=self.limits.headers(self.clock()))
 
     async def _hang(self, request: web.Request, info: dict[str, Any]) -> bool:
         """Hold the response for ``hang_s``; False if the server is stopping meanwhile.
