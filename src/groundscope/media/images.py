@@ -9,6 +9,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from groundscope.errors import MediaError
+from groundscope.media.budget import DECODE_BUDGET, pixel_bytes
 from groundscope.media.decode import probe_audio, probe_video
 from groundscope.media.formats import check_format, sniff_mime
 from groundscope.media.settings import TRANSCODED_AUDIO, media_settings
@@ -127,7 +128,8 @@ def _verify_image(data: bytes, what: str) -> None:
         with Image.open(io.BytesIO(data)) as img:
             if img.format == "JPEG":
                 img.draft("RGB", (64, 64))  # decode the whole stream at 1/8 scale: cheap
-            img.load()
+            with DECODE_BUDGET.hold(pixel_bytes(img)):
+                img.load()
     except Image.DecompressionBombError as exc:
         raise MediaError(f"{what}: image too large to decode safely ({exc})") from None
     except Exception as exc:  # Pillow raises many types for broken files
