@@ -15,9 +15,8 @@ from groundscope.media.formats import check_format, sniff_mime
 from groundscope.media.settings import TRANSCODED_AUDIO, media_settings
 from groundscope.media.sources import (
     DEFAULT_MAX_BYTES,
-    classify,
     describe,
-    fingerprint,
+    file_version,
     is_remote,
     load,
     read_raw,
@@ -41,9 +40,8 @@ _CHECKED_MAX = 8192  # distinct files remembered; the whole table is dropped whe
 
 def _checked_key(ref: MediaRef) -> str | None:
     """The identity under which a local image's header check is remembered (None: inline)."""
-    if classify(ref.source) != "path":
-        return None
-    return f"{fingerprint(ref)}|px={_MAX_PIXELS.get()}"
+    version = file_version(ref)
+    return None if version is None else f"{version}|px={_MAX_PIXELS.get()}"
 
 
 def _remember_checked(ref: MediaRef, key: str | None = None) -> None:
