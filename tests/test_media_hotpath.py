@@ -23,7 +23,7 @@ def test_real_file_agrees_with_realpath_for_links_and_dotdots(tmp_path: Path) ->
     os.symlink(tmp_path / "a" / "b" / "x.png", tmp_path / "a" / "filelink.png")
     os.symlink(tmp_path / "a" / "b", tmp_path / "a" / "up")
     for path in ["a/b/x.png", "dirlink/x.png", "a/filelink.png", "a/up/../b/x.png",
-                 "a/up/../../a/b/x.png", "missing/y.png"]:
+                 "a/up/../../a/b/x.png", "missing/y.png", "a/b/.", "a//b/./x.png"]:
         full = str(tmp_path / path)
         assert real_file(full) == os.path.realpath(full), path
 

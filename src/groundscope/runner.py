@@ -52,6 +52,7 @@ from groundscope.plan import (
     plan_dataset,
     planned_records,
     run_media_roots,
+    with_media_identity,
 )
 from groundscope.progress import Expected, Progress
 from groundscope.readahead import read_ahead
@@ -234,8 +235,8 @@ class Runner:
             seen: dict[str, str] = {}  # ids are unique per subset (its outputs are its own)
             current = origin = None
             # records read and their media checked in a thread, ahead of the requests
-            for subset, loaded in read_ahead(iter_samples(self.cfg, run, strict=self.cfg.strict),
-                                             _READ_AHEAD_THREAD):
+            stream = with_media_identity(iter_samples(self.cfg, run, strict=self.cfg.strict))
+            for subset, loaded in read_ahead(stream, _READ_AHEAD_THREAD):
                 if subset != current:
                     current, seen = subset, {}
                 mine = dealer is None or dealer.owns(*_deal_key(run.name, subset, loaded))

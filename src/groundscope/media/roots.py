@@ -92,9 +92,9 @@ def real_file(path: str) -> str:
     2,000 images in one folder: one ``realpath`` of the folder, not 2,000 of each file."""
     if ".." in path.split(os.sep):
         return os.path.realpath(path)
-    head, tail = os.path.split(os.path.abspath(path))
+    head, tail = os.path.split(path if os.path.isabs(path) else os.path.abspath(path))
     try:
-        if not tail or stat.S_ISLNK(os.lstat(path).st_mode):
+        if tail in ("", ".") or stat.S_ISLNK(os.lstat(path).st_mode):
             return os.path.realpath(path)
     except OSError:
         return os.path.realpath(path)
