@@ -11,7 +11,8 @@ inline, as EvalScope does. The URL comes from a dataset, so the download is boun
 - what is sent: a plain GET, none of the endpoint's headers (its API key never goes to a
   media host), no cookies kept.
 - where: never a link-local (``169.254.169.254``, the cloud metadata address; ``fe80::``),
-  multicast, unspecified (``0.0.0.0``) or reserved address, for the URL's host and every
+  multicast, unspecified (``0.0.0.0``) or reserved address, nor an IPv6 address embedding
+  such an IPv4 one (mapped, compatible, 6to4, Teredo, NAT64), for the URL's host and every
   redirect's, whether written as an address or resolved from a name (each resolved address
   is checked, the one connected to among them). Loopback and private addresses stay
   allowed: local dev media servers (and the tests) live there.
@@ -200,20 +201,69 @@ def redirect_target(url: str, location: str | None, shown: str) -> str:
     return target
 
 
-def refused_address(address: str) -> str | None:
-    """Why a media fetch may not connect to ``address`` (an IP), or None when it may."""
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])  # fe80::1%eth0
-    except ValueError:
-        return None
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052's well-known prefix
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215: a local prefix of /48 or longer
+_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated IPv4-compatible ::a.b.c.d
+
+
+def _nat64_local(value: int) -> list[ipaddress.IPv4Address]:
+    """The IPv4 address 64:ff9b:1::/48 may carry, at each RFC 6052 prefix length it allows
+    (48, 56, 64, 96: bits 64-71 are skipped), since the operator's length is unknown."""
+    bits = [(value >> (127 - i)) & 1 for i in range(128)]
+    out = []
+    for start in (48, 56, 64, 96):
+        spots = [i for i in range(start, 128) if not 64 <= i < 72][:32]
+        out.append(ipaddress.IPv4Address(int("".join(map(str, (bits[i] for i in spots))), 2)))
+    return out
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> list[tuple[str, ipaddress.IPv4Address]]:
+    """The IPv4 addresses an IPv6 address carries and reaches, with the form's name: mapped
+    (::ffff:a.b.c.d), compatible (::a.b.c.d), 6to4 (2002::/16), Teredo's client (2001::/32,
+    the last 32 bits inverted) and NAT64 (64:ff9b::/96, 64:ff9b:1::/48)."""
+    found: list[tuple[str, ipaddress.IPv4Address]] = []
+    if ip.ipv4_mapped is not None:
+        found.append(("IPv4-mapped", ip.ipv4_mapped))
+    if ip in _COMPATIBLE and int(ip) > 1:  # not :: or ::1
+        found.append(("IPv4-compatible", ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)))
+    if ip.sixtofour is not None:
+        found.append(("6to4", ip.sixtofour))
+    if ip.teredo is not None:
+        found.append(("Teredo", ip.teredo[1]))
+    if ip in _NAT64:
+        found.append(("NAT64", ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)))
+    elif ip in _NAT64_LOCAL:
+        found += [("NAT64", v4) for v4 in _nat64_local(int(ip))]
+    return found
+
+
+def _refused_kind(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
     if ip.is_loopback:  # ::1 is inside the reserved ::/8
         return None
     for kind in ("link_local", "multicast", "unspecified", "reserved"):
         if getattr(ip, f"is_{kind}"):
-            return f"{ip} is a {kind.replace('_', '-')} address"
+            return kind.replace("_", "-")
     return None
+
+
+def refused_address(address: str) -> str | None:
+    """Why a media fetch may not connect to ``address`` (an IP), or None when it may: a
+    refused kind of address, or an IPv6 address embedding a refused IPv4 one
+    (:func:`embedded_ipv4`: ``2002:a9fe:a9fe::1`` reaches 169.254.169.254 through 6to4)."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])  # fe80::1%eth0
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        else:
+            for form, v4 in embedded_ipv4(ip):
+                kind = _refused_kind(v4)
+                if kind is not None:
+                    return f"{ip} is the {form} form of {v4}, a {kind} address"
+    kind = _refused_kind(ip)
+    return None if kind is None else f"{ip} is a {kind} address"
 
 
 def check_host(host: str, shown: str) -> None:

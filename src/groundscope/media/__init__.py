@@ -10,6 +10,8 @@ The only package that reads media bytes or produces base64. Everything else hand
   *format* on the wire follows the hint first, then magic bytes, data-URI mime, extension;
 - ``roots``: the allowed media roots, the confinement check and the confined open;
 - ``images``: Pillow validation, the pixel cap and an image's size from its header;
+- ``budget``: the process-wide budget of decoded pixel bytes; ``reduced``: an image
+  decoded no larger than needed under it (``small_image``: a preview);
 - ``probe``: what a medium weighs (bytes, pixel size, audio seconds) from its header;
 - ``values``: dataset column values -> ``MediaRef``;
 - ``settings``: what the endpoint accepts (video as frames, image side / bytes, audio as
@@ -34,6 +36,7 @@ from groundscope.media.images import (
 )
 from groundscope.media.prepare import needs_preparing, prepare_key, prepare_ref, prepared_size
 from groundscope.media.probe import MediaSize, probe
+from groundscope.media.reduced import small_image
 from groundscope.media.roots import (
     chosen_media_roots,
     media_roots,
@@ -96,6 +99,7 @@ __all__ = [
     "set_media_roots",
     "set_media_settings",
     "settings_identity",
+    "small_image",
     "sniff_mime",
     "wire_part",
 ]  # fmt: skip

@@ -9,14 +9,14 @@ from contextvars import ContextVar
 from typing import Any
 
 from groundscope.errors import MediaError
+from groundscope.media.budget import DECODE_BUDGET, pixel_bytes
 from groundscope.media.decode import probe_audio, probe_video
 from groundscope.media.formats import check_format, sniff_mime
 from groundscope.media.settings import TRANSCODED_AUDIO, media_settings
 from groundscope.media.sources import (
     DEFAULT_MAX_BYTES,
-    classify,
     describe,
-    fingerprint,
+    file_version,
     is_remote,
     load,
     read_raw,
@@ -40,9 +40,8 @@ _CHECKED_MAX = 8192  # distinct files remembered; the whole table is dropped whe
 
 def _checked_key(ref: MediaRef) -> str | None:
     """The identity under which a local image's header check is remembered (None: inline)."""
-    if classify(ref.source) != "path":
-        return None
-    return f"{fingerprint(ref)}|px={_MAX_PIXELS.get()}"
+    version = file_version(ref)
+    return None if version is None else f"{version}|px={_MAX_PIXELS.get()}"
 
 
 def _remember_checked(ref: MediaRef, key: str | None = None) -> None:
@@ -127,7 +126,8 @@ def _verify_image(data: bytes, what: str) -> None:
         with Image.open(io.BytesIO(data)) as img:
             if img.format == "JPEG":
                 img.draft("RGB", (64, 64))  # decode the whole stream at 1/8 scale: cheap
-            img.load()
+            with DECODE_BUDGET.hold(pixel_bytes(img)):
+                img.load()
     except Image.DecompressionBombError as exc:
         raise MediaError(f"{what}: image too large to decode safely ({exc})") from None
     except Exception as exc:  # Pillow raises many types for broken files

@@ -6,7 +6,9 @@
 scaled by 3/4, never below :data:`MIN_SIDE` px. An EXIF Orientation is applied to the pixels
 (the copy has no EXIF block to carry it). An image that cannot fit so is a
 ``MediaError`` saying how far it got. Modes are kept (RGBA stays RGBA, a palette with
-transparency keeps it); an animated GIF / WebP keeps its first frame only.
+transparency keeps it, 16-bit grey stays 16-bit); an animated GIF / WebP keeps its
+first frame only. The image is decoded no larger than needed (a JPEG at a reduced scale,
+others reduced band by band), holding the decode budget meanwhile (``media/reduced.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from groundscope.errors import MediaError
 from groundscope.media.images import open_image
+from groundscope.media.reduced import decoded
 
 MIN_SIDE = 64  # smaller than this is no use to a vision model: refuse instead
 QUALITIES = (90, 80, 70, 55, 40)  # JPEG / WebP quality steps for max_bytes
@@ -26,6 +29,8 @@ _SAVE_AS = {"MPO": "JPEG"}  # Pillow opens some JPEGs as MPO
 def fit_image(data: bytes, what: str, *, max_side: int | None,
               max_bytes: int | None) -> bytes | None:
     """The image within ``max_side`` px and ``max_bytes`` bytes, or None if it already is.
+
+    Decoded only as large as the result needs, under the decode budget (``media/reduced.py``).
 
     >>> from PIL import Image
     >>> buf = io.BytesIO(); Image.new("RGBA", (400, 100), (1, 2, 3, 4)).save(buf, "PNG")
@@ -43,9 +48,13 @@ def fit_image(data: bytes, what: str, *, max_side: int | None,
         if not (too_wide or too_big):
             return None
         fmt = _SAVE_AS.get(str(img.format), str(img.format))
+        scale = min(1.0, (max_side or max(width, height)) / max(width, height))
+        want = (max(1, round(width * scale)), max(1, round(height * scale))) if too_wide else None
         try:
-            img.load()
-            return _shrink(_upright(img), fmt, what, max_side, max_bytes)
+            with decoded(img, want) as pixels:  # a PNG's EXIF may follow its pixels:
+                turn = _TURNS.get(img.getexif().get(0x0112, 1) or 1)  # read once decoded
+                return _shrink(pixels, (width, height), turn, img.mode, img.info, fmt, what,
+                               scale, max_bytes)
         except MediaError:
             raise
         except Exception as exc:  # Pillow's many error types for a broken body
@@ -54,29 +63,32 @@ def fit_image(data: bytes, what: str, *, max_side: int | None,
         img.close()
 
 
-def _upright(img: Any) -> Any:
-    """The pixels as a viewer shows them: a new copy drops the EXIF block, and with it an
-    Orientation tag (a phone's sideways JPEG), so the turn is applied to the pixels."""
-    from PIL import ImageOps
-
-    if img.getexif().get(0x0112, 1) in (None, 1):
-        return img
-    return ImageOps.exif_transpose(img)
+# EXIF Orientation -> the turn that shows the pixels as a viewer does (a new copy drops the
+# EXIF block, and with it the tag: a phone's sideways JPEG), applied to the reduced pixels
+_TURNS = {2: "FLIP_LEFT_RIGHT", 3: "ROTATE_180", 4: "FLIP_TOP_BOTTOM", 5: "TRANSPOSE",
+          6: "ROTATE_270", 7: "TRANSVERSE", 8: "ROTATE_90"}
 
 
-def _shrink(img: Any, fmt: str, what: str, max_side: int | None,
+def _shrink(pixels: Any, full: tuple[int, int], turn: str | None, mode: str,
+            info: dict[str, Any], fmt: str, what: str, scale: float,
             max_bytes: int | None) -> bytes:
+    """Sizes from the full image's ``full`` size at ``scale`` (x 3/4 while over
+    ``max_bytes``), each resized from ``pixels`` (decoded, perhaps reduced, in its work mode),
+    turned upright and back in ``mode``."""
     from PIL import Image
 
-    width, height = img.size
-    scale = min(1.0, (max_side or max(width, height)) / max(width, height))
+    width, height = full
     while True:
         size = (max(1, round(width * scale)), max(1, round(height * scale)))
-        frame = img if size == img.size else img.resize(size, Image.Resampling.LANCZOS,
-                                                        reducing_gap=3.0)
+        frame = pixels if size == pixels.size else pixels.resize(
+            size, Image.Resampling.LANCZOS, reducing_gap=3.0)
+        if turn is not None:
+            frame = frame.transpose(getattr(Image.Transpose, turn))
+        if frame.mode != mode:
+            frame = frame.convert(mode)
         out = b""
         for quality in (QUALITIES if fmt in _LOSSY and max_bytes else (QUALITIES[0],)):
-            out = _save(frame, fmt, quality, img.info)
+            out = _save(frame, fmt, quality, info)
             if not max_bytes or len(out) <= max_bytes:
                 return out
         if max(size) * 3 // 4 < MIN_SIDE:

@@ -80,12 +80,39 @@ def _inside(real: str, root: str) -> bool:
     return real == root or real.startswith(root if root.endswith(os.sep) else root + os.sep)
 
 
+_DIRS: dict[str, str] = {}  # a folder, absolute as written -> its real path
+_DIRS_MAX = 4096  # distinct folders remembered; the whole table is dropped when full
+
+
+def real_file(path: str) -> str:
+    """``os.path.realpath(path)`` for a file, its folder resolved once per process: the
+    file itself is ``lstat``-ed every time (a symlink, or a path with ``..``, is resolved in
+    full). A folder swapped for a link since is caught where the file is read
+    (:func:`open_confined` compares the kernel's name of the opened file with this path).
+    2,000 images in one folder: one ``realpath`` of the folder, not 2,000 of each file."""
+    if ".." in path.split(os.sep):
+        return os.path.realpath(path)
+    head, tail = os.path.split(path if os.path.isabs(path) else os.path.abspath(path))
+    try:
+        if tail in ("", ".") or stat.S_ISLNK(os.lstat(path).st_mode):
+            return os.path.realpath(path)
+    except OSError:
+        return os.path.realpath(path)
+    real_head = _DIRS.get(head)
+    if real_head is None:
+        real_head = os.path.realpath(head)
+        if len(_DIRS) >= _DIRS_MAX:
+            _DIRS.clear()
+        _DIRS[head] = real_head
+    return os.path.join(real_head, tail)
+
+
 def confine(path: str | os.PathLike[str], base_dir: Path | None, shown: str) -> str:
     """The real path of ``path`` if it lies inside an allowed root, else MediaRootError.
 
     ``shown`` is how the dataset names the medium (used in the message).
     """
-    real = os.path.realpath(path)
+    real = real_file(os.fspath(path))
     roots = ((real_dir(base_dir),) if base_dir is not None else ()) + media_roots()
     if any(_inside(real, root) for root in roots):
         return real

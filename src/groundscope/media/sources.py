@@ -275,6 +275,20 @@ def fingerprint(ref: MediaRef) -> str:
     return "|".join([str(ref.kind), ident, *[e for e in extras if e]])
 
 
+def file_version(ref: MediaRef) -> str | None:
+    """A local file's version, not read: its real path, size, mtime and inode (None: not a
+    local file inside the roots). For what one process remembers of a file (its header
+    checked, its base64); :func:`fingerprint` (content hashed) is for what is saved."""
+    if classify(ref.source) != "path":
+        return None
+    try:
+        real = confine(_located(ref), ref.base_dir, str(ref.source))
+        info = os.stat(real)
+    except (MediaError, OSError):
+        return None
+    return f"{real}|{info.st_size}|{info.st_mtime_ns}|{info.st_ino}"
+
+
 def describe(ref: MediaRef) -> str:
     """Short, stable, secret-free text for outputs; never the inline payload."""
     kind = classify(ref.source)

@@ -26,10 +26,9 @@ from groundscope.media.formats import FORMAT_MIME
 from groundscope.media.images import header_checked, max_pixels, open_image
 from groundscope.media.sources import (
     DEFAULT_MAX_BYTES,
-    classify,
     describe,
     fetched_audio_format,
-    fingerprint,
+    file_version,
     is_remote,
     load,
     read_raw,
@@ -176,8 +175,9 @@ def _video(part: dict[str, Any], ref: MediaRef) -> dict[str, Any]:
 def _encoded(ref: MediaRef, max_bytes: int) -> tuple[str, str]:
     """(payload, format): a data URL for images and video, raw base64 for audio."""
     key = None
-    if CACHE.limit and classify(ref.source) == "path":
-        key = f"{fingerprint(ref)}|px={max_pixels()}|cap={max_bytes}"
+    version = file_version(ref) if CACHE.limit else None
+    if version is not None:
+        key = f"{ref.kind!s}|{ref.format}|{version}|px={max_pixels()}|cap={max_bytes}"
         hit = CACHE.get(key)
         if hit is not None:
             return hit

@@ -234,18 +234,16 @@ def _thumbnail_uri(data: bytes) -> str | None:
     """A JPEG thumbnail (at most ``THUMB_PX`` a side) as a data URI; None if unreadable."""
     from PIL import Image
 
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            img.draft("RGB", (THUMB_PX, THUMB_PX))  # JPEG: decode at a reduced scale, >= THUMB_PX
-            img.thumbnail((THUMB_PX, THUMB_PX))
-            if img.mode in ("RGBA", "LA", "P"):
-                rgba = img.convert("RGBA")
-                flat = Image.new("RGB", rgba.size, (255, 255, 255))
-                flat.paste(rgba, mask=rgba.getchannel("A"))
-            else:
-                flat = img.convert("RGB")
-            buf = io.BytesIO()
-            flat.save(buf, "JPEG", quality=60, optimize=True)
+    try:  # decoded reduced, under the pixel cap and the process's decode budget
+        img = media.small_image(data, "thumbnail", THUMB_PX)
+        if img.mode in ("RGBA", "LA", "P"):
+            rgba = img.convert("RGBA")
+            flat = Image.new("RGB", rgba.size, (255, 255, 255))
+            flat.paste(rgba, mask=rgba.getchannel("A"))
+        else:
+            flat = img.convert("RGB")
+        buf = io.BytesIO()
+        flat.save(buf, "JPEG", quality=60, optimize=True)
     except Exception:  # Pillow raises many types for broken or unsupported files
         return None
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
