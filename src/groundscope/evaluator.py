@@ -51,10 +51,10 @@ from groundscope.errors import ConfigError, GroundscopeError
 from groundscope.media import check, media_from_value, media_roots_in_force
 from groundscope.pipeline import Saved, evaluate_sample
 from groundscope.redaction import Redactor
+from groundscope.rowcodec import prediction_to_json, score_to_json
 from groundscope.scoring import GROUNDING_METRICS, ScoringContext, build_scorers
 from groundscope.scoring.groups import GroupStage
 from groundscope.scoring.judge import mock_judged
-from groundscope.store import prediction_to_json, score_to_json
 from groundscope.types import (
     Completion,
     MediaPart,

@@ -18,7 +18,14 @@ from groundscope.client.reach import DEFAULT_TIMEOUT_S, check_reachable
 from groundscope.config import DatasetArgs, TaskConfig
 from groundscope.errors import ConfigError, RecordError
 from groundscope.metrics import MetricAccumulator
-from groundscope.scoring import Scorer, ScoringContext, build_scorers, metric_names, primary_metric
+from groundscope.scoring import (
+    GROUNDING_METRICS,
+    Scorer,
+    ScoringContext,
+    build_scorers,
+    metric_names,
+    primary_metric,
+)
 from groundscope.scoring.groups import GroupStage
 from groundscope.summary import Summary
 from groundscope.types import Sample
@@ -179,6 +186,15 @@ def _record_of(item: Sample | RecordError) -> tuple[str, int]:
     return str(item.origin.path), item.origin.line
 
 
+def _judge_asked(cfg: TaskConfig) -> bool:
+    """Whether the run may ask its judge models: not with the ``rule`` strategy and no
+    grounding metric (a judge block kept in a config, say, while the rules score)."""
+    assert cfg.judge is not None
+    listed = {m for args in cfg.dataset_args.values() for m in args.metric_list or ()}
+    return (cfg.judge.strategy != "rule" or cfg.judge.grounding is not None
+            or bool(listed & set(GROUNDING_METRICS)))
+
+
 def check_endpoints(cfg: TaskConfig, *, model: bool = True) -> None:
     """Connect once to the model endpoint (unless not ``model``: ``groundscope score``) and
     each judge endpoint, nothing sent (``client/reach.py``): a ConfigError naming the first
@@ -186,7 +202,7 @@ def check_endpoints(cfg: TaskConfig, *, model: bool = True) -> None:
     named: list[tuple[str, str]] = []
     if model and cfg.eval_type != "mock" and cfg.api_url:
         named.append(("api_url", cfg.api_url))
-    if cfg.judge is not None:
+    if cfg.judge is not None and _judge_asked(cfg):
         own = cfg.judge.grounding.models if cfg.judge.grounding else []
         named += [(f"judge.models[{i}].api_url", m.api_url) for i, m in enumerate(cfg.judge.models)]
         named += [(f"judge.grounding.models[{i}].api_url", m.api_url) for i, m in enumerate(own)]
