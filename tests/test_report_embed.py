@@ -77,13 +77,13 @@ def test_a_run_makes_its_page_thumbnails_ahead_in_a_background_thread(
     from groundscope.simulator import SimulatorServer
 
     made: list[str] = []
-    real = Image.Image.thumbnail
+    real = Image.Image.resize  # a thumbnail's last step (media.small_image)
 
-    def recording(self: Image.Image, *args: Any, **kwargs: Any) -> None:
+    def recording(self: Image.Image, *args: Any, **kwargs: Any) -> Image.Image:
         made.append(threading.current_thread().name)
-        real(self, *args, **kwargs)
+        return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(Image.Image, "thumbnail", recording)
+    monkeypatch.setattr(Image.Image, "resize", recording)
     data = tmp_path / "data"
     data.mkdir()
     for i in range(5):

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from groundscope import media
 from groundscope.bounds import MAX_SUBSETS, limit_count
 from groundscope.client.reach import DEFAULT_TIMEOUT_S, check_reachable
 from groundscope.config import DatasetArgs, TaskConfig
@@ -163,21 +162,6 @@ def iter_samples(
         random.Random(cfg.seed).shuffle(order)
         for key in order[:limit_count(cfg.limit, len(order))]:
             yield from records[key]
-
-
-def with_media_identity(
-    stream: Iterator[tuple[str, Sample | RecordError]],
-) -> Iterator[tuple[str, Sample | RecordError]]:
-    """``stream`` with each sample's local media given their content identity on the way
-    (``media.fingerprint``: a file hashed once per version, remembered): where the stream is
-    read in a thread (the runner's read-ahead), the hash (BLAKE2b, outside the interpreter
-    lock) is done there, and the request hash finds it ready."""
-    for item in stream:
-        if isinstance(item[1], Sample):
-            for msg in item[1].messages:
-                for ref in msg.media():
-                    media.fingerprint(ref)
-        yield item
 
 
 def _record_of(item: Sample | RecordError) -> tuple[str, int]:

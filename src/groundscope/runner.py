@@ -54,10 +54,8 @@ from groundscope.plan import (
     plan_dataset,
     planned_records,
     run_media_roots,
-    with_media_identity,
 )
 from groundscope.progress import Expected, Progress
-from groundscope.readahead import read_ahead
 from groundscope.redaction import Redactor
 from groundscope.report.build import build_dataset_report, write_page
 from groundscope.report.model import Report
@@ -77,7 +75,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("groundscope")
 
 _READ_AHEAD = 16  # records read and waiting for a model slot, at most
-_READ_AHEAD_THREAD = 64  # samples loaded ahead by the loading thread (readahead.py)
 
 
 class Runner:
@@ -258,9 +255,7 @@ class Runner:
         for run in self.datasets:
             seen: dict[str, str] = {}  # ids are unique per subset (its outputs are its own)
             current = origin = None
-            # records read and their media checked in a thread, ahead of the requests
-            stream = with_media_identity(iter_samples(self.cfg, run, strict=self.cfg.strict))
-            for subset, loaded in read_ahead(stream, _READ_AHEAD_THREAD):
+            for subset, loaded in iter_samples(self.cfg, run, strict=self.cfg.strict):
                 if subset != current:
                     current, seen = subset, {}
                 mine = dealer is None or dealer.owns(*_deal_key(run.name, subset, loaded))
