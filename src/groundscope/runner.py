@@ -58,6 +58,7 @@ from groundscope.redaction import Redactor
 from groundscope.report.build import build_dataset_report, write_page
 from groundscope.report.model import Report
 from groundscope.resume import check_same_shard, warn_config_changes
+from groundscope.scaleout.session import check_address
 from groundscope.scaleout.shipping import require_ray, shipped_config
 from groundscope.scoring import ScoringContext
 from groundscope.sharding import Dealer
@@ -87,9 +88,10 @@ class Runner:
             run.scored = {}  # the report's judge figures: this plan's samples only
         check_subset_files((run.name, subset) for run in self.datasets for subset in run.subsets)
         self._media_roots = run_media_roots(cfg)  # a bad --media-root: before a run directory
-        if cfg.executor == "ray":  # keys as $NAME, then Ray installed: before a run directory
-            shipped_config(cfg)
+        if cfg.executor == "ray":  # keys as $NAME, Ray installed, a head that answers: before
+            shipped_config(cfg)    # a run directory
             require_ray()
+            check_address(cfg.ray_address)
         if cfg.use_cache:
             self.store = RunStore.open(cfg.use_cache, cfg.model_name,
                                        legacy_model=cfg.model_id or cfg.model)
