@@ -30,6 +30,7 @@ from groundscope.errors import GroundscopeError
 from groundscope.pipeline import Predicted, Saved, Scored
 from groundscope.plan import Item
 from groundscope.scaleout.gatekeeper import GateKeeper, RemoteGate
+from groundscope.scaleout.handoff import KeyHandoff, key_values
 from groundscope.scaleout.registry import ReplyRegistry
 from groundscope.scaleout.session import NAMESPACE, start_session
 from groundscope.scaleout.shipping import shipped_config
@@ -124,10 +125,11 @@ class RayDriver:
         return f"groundscope-{self._token}-{what}"
 
     async def run(self, items: Iterator[Item], saved_of: Callable[[Item], Saved]) -> None:
-        session = start_session(self.cfg.ray_address, self.cfg.work_dir)
+        keys = key_values(self.cfg)
+        session = start_session(self.cfg.ray_address, self.cfg.work_dir, hide=keys)
         watch: asyncio.Task[None] | None = None
         try:
-            await self._start_actors()
+            await self._start_actors(KeyHandoff(keys) if session.local else None)
             watch = asyncio.create_task(self._watch())
             await self._dispatch(items, saved_of)
         finally:
@@ -139,7 +141,9 @@ class RayDriver:
 
     # ------------------------------------------------------------------ actors
 
-    async def _start_actors(self) -> None:
+    async def _start_actors(self, handoff: KeyHandoff | None) -> None:
+        """The gates, the reply registry and the workers; with ``handoff`` (a local Ray
+        started without the keys in its environment) the workers take the keys from it."""
         import ray
 
         n = self.cfg.workers or min(DEFAULT_MAX_WORKERS,
@@ -158,6 +162,7 @@ class RayDriver:
             self._views.append(view)
         await self._start_registry(max(1000, 4 * live))
         cpus = float(ray.cluster_resources().get("CPU", n))
+        keys = (await handoff.open(), handoff.token) if handoff is not None else None
         actor = ray.remote(SampleWorker)
         for i in range(n):
             wid = f"w{i}"
@@ -165,9 +170,13 @@ class RayDriver:
                 name=self.actor_name(f"worker-{i}"), namespace=NAMESPACE,
                 num_cpus=min(1.0, cpus / n), max_restarts=0).remote(
                 wid, self._config, self._api_url, self._roots, self._mock_url, self._gates,
-                self._registry)
+                self._registry, keys)
             self._load[wid] = 0
-        problems = await asyncio.gather(*(w.start.remote() for w in self._workers.values()))
+        try:
+            problems = await asyncio.gather(*(w.start.remote() for w in self._workers.values()))
+        finally:
+            if handoff is not None:
+                await handoff.close()
         problem = next((p for p in problems if p), None)
         if problem:
             raise GroundscopeError(problem)
