@@ -18,7 +18,7 @@ One local Ray (``num_cpus=2``) is started once and used by both Ray runs. Each R
 starts its own actors (one process per worker and per endpoint gate): the "streaming"
 column leaves that start-up out (the Ray driver's dispatch phase alone; for the local run,
 its item loop), "end to end" keeps it and the reports. "CPU" is this process's CPU time
-(the driver's, for a Ray run: what it kept of the work).
+(the driver's, for a Ray run: what it kept of the work), in total and per sample.
 """
 
 from __future__ import annotations
@@ -150,7 +150,8 @@ def main() -> None:
             ("ray, 2 workers", {"executor": "ray", "workers": 2}))
     with simulator_process(data) as model_url, simulator_process(data) as judge_url, \
             tempfile.TemporaryDirectory() as tmp:
-        print(f"  {'':<18} {'end to end':>22} {'streaming':>22}  {'CPU':>7}  prompt tokens sent")
+        print(f"  {'':<18} {'end to end':>22} {'streaming':>22}  {'CPU':>7} {'CPU/sample':>10}  "
+              "prompt tokens sent")
         for label, extra in runs:
             work = Path(tmp) / label.replace(" ", "_").replace(",", "")
             PHASE.clear()
@@ -167,15 +168,17 @@ def main() -> None:
                 rates[f"{label} streaming"] = args.n / stream
             shown = f"{stream:6.1f} s {args.n / stream:7.1f}/s" if stream else f"{'-':>22}"
             tokens = ", ".join(f"{step} {n / 1e6:.2f}M" for step, n in sorted(sent[label].items()))
-            print(f"  {label:<18} {wall:6.1f} s {rates[label]:7.1f}/s  {shown}  {cpu:5.1f} s  "
-                  f"{tokens}")
+            print(f"  {label:<18} {wall:6.1f} s {rates[label]:7.1f}/s  {shown}  {cpu:5.1f} s "
+                  f"{1000 * cpu / args.n:7.2f} ms  {tokens}")
     ray.shutdown()
     print(f"load average after: {_load()}")
     assert len({tuple(sorted(t.items())) for t in sent.values()}) == 1, \
         f"the runs did not send the same requests: {sent}"
     for kind in ("", " streaming"):
-        ratio = rates[f"ray, 2 workers{kind}"] / rates[f"ray, 1 worker{kind}"]
-        print(f"  2 workers / 1 worker{kind or ' end to end'}: {ratio:.2f}x")
+        one = rates[f"ray, 1 worker{kind}"]
+        print(f"  ray 1 worker / local{kind or ' end to end'}: "
+              f"{one / rates[f'local (1 process){kind}']:.2f}x; 2 workers / 1 worker: "
+              f"{rates[f'ray, 2 workers{kind}'] / one:.2f}x")
 
 
 if __name__ == "__main__":
