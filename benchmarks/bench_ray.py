@@ -57,6 +57,50 @@ def _time_streaming() -> None:
     runner.Runner._evaluate = timed_evaluate  # type: ignore[method-assign]
 
 
+class ChildCPU:
+    """CPU seconds of this process's descendants (the simulators; Ray's GCS, raylet, agents,
+    workers and actors), polled while a run goes so processes ended by the run still count:
+    where the CPU of a sample goes besides the driver (the profile behind the Ray ratio)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        import psutil  # Ray's own copy, on the path once ray is imported
+
+        self._psutil = psutil
+        self._seen: dict[int, tuple[str, float]] = {}
+        self._base = self._poll()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> dict[int, tuple[str, float]]:
+        out = {}
+        for proc in self._psutil.Process().children(recursive=True):
+            try:
+                times = proc.cpu_times()
+                out[proc.pid] = (proc.name(), times.user + times.system)
+            except self._psutil.Error:
+                continue
+        return out
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.2):
+            self._seen.update(self._poll())
+
+    def stop(self) -> dict[str, float]:
+        """CPU seconds by kind of process since this object was made."""
+        self._stop.set()
+        self._thread.join()
+        self._seen.update(self._poll())
+        out: dict[str, float] = {}
+        for pid, (name, cpu) in self._seen.items():
+            kind = "simulators" if name.startswith("python") or name.startswith("groundscope") \
+                else "ray workers" if "SampleWorker" in name else "ray other"
+            out[kind] = out.get(kind, 0.0) + cpu - self._base.get(pid, (name, 0.0))[1]
+        return out
+
+
 def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -145,6 +189,7 @@ def main() -> None:
           f"{os.cpu_count()} CPUs (shared), load average {_load()}")
     _time_streaming()
     rates: dict[str, float] = {}
+    profile: dict[str, dict[str, float]] = {}
     sent: dict[str, dict[str, int]] = {}  # prompt tokens per step: the same requests each run
     runs = (("local (1 process)", {}), ("ray, 1 worker", {"executor": "ray", "workers": 1}),
             ("ray, 2 workers", {"executor": "ray", "workers": 2}))
@@ -155,9 +200,10 @@ def main() -> None:
         for label, extra in runs:
             work = Path(tmp) / label.replace(" ", "_").replace(",", "")
             PHASE.clear()
-            t0, cpu0 = time.perf_counter(), time.process_time()
+            t0, cpu0, children = time.perf_counter(), time.process_time(), ChildCPU()
             report = run_task(_task(model_url, judge_url, data, work, **task_extra, **extra))
             wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+            profile[label] = children.stop()
             summary = report.dataset("general_vqa").summary
             assert summary.succeeded == args.n, summary
             sent[label] = {step: sum(e.billed.prompt_tokens for e in by_model.values())
@@ -172,6 +218,10 @@ def main() -> None:
                   f"{1000 * cpu / args.n:7.2f} ms  {tokens}")
     ray.shutdown()
     print(f"load average after: {_load()}")
+    print("CPU per sample by process (ms): driver, and the processes below it")
+    for label, kinds in profile.items():
+        print(f"  {label:<18} " + ", ".join(f"{k} {1000 * v / args.n:.2f}"
+                                           for k, v in sorted(kinds.items())))
     assert len({tuple(sorted(t.items())) for t in sent.values()}) == 1, \
         f"the runs did not send the same requests: {sent}"
     for kind in ("", " streaming"):
