@@ -191,6 +191,7 @@ class LeasedGate:
         self._paced = paced
         self._headroom = 0 if paced else min(HEADROOM, limit // 4)
         self._terms: dict[int, float] = {}  # lease in use -> when it expires
+        self._used: set[int] = set()  # leases kept and used before (only those expire here)
         self._successes = 0  # replies on kept leases not reported yet
         self._pool: deque[tuple[int, float]] = deque()  # (lease, when it expires)
         self._ended: list[Ended] = []
@@ -239,6 +240,7 @@ class LeasedGate:
             async with changed:
                 changed.notify()
             return
+        self._used.discard(lease)
         ended = (lease, outcome.status, _limit_headers(outcome.headers), outcome.tokens,
                  outcome.kind)
         if outcome.status != 429:
@@ -269,9 +271,11 @@ class LeasedGate:
         now = time.monotonic()
         while self._pool:
             lease, expires = self._pool.popleft()
-            if expires > now:
+            if expires > now or lease not in self._used:  # a fresh grant is always used
                 self._terms[lease] = expires
+                self._used.add(lease)
                 return lease
+            self._used.discard(lease)
             self._ended.append((lease, None, {}, None, None))  # expired: back unused
         if self._ended:
             self._send()
@@ -299,6 +303,7 @@ class LeasedGate:
         keep = [(lease, t) for lease, t in self._pool if t > now]
         for lease, t in self._pool:
             if t <= now:
+                self._used.discard(lease)
                 self._ended.append((lease, None, {}, None, None))
         self._pool = deque(keep)
         if self._ended:
