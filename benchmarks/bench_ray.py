@@ -18,7 +18,7 @@ One local Ray (``num_cpus=2``) is started once and used by both Ray runs. Each R
 starts its own actors (one process per worker and per endpoint gate): the "streaming"
 column leaves that start-up out (the Ray driver's dispatch phase alone; for the local run,
 its item loop), "end to end" keeps it and the reports. "CPU" is this process's CPU time
-(the driver's, for a Ray run: what it kept of the work).
+(the driver's, for a Ray run: what it kept of the work), in total and per sample.
 """
 
 from __future__ import annotations
@@ -55,6 +55,50 @@ def _time_streaming() -> None:
 
     driver.RayDriver._dispatch = timed_dispatch  # type: ignore[method-assign]
     runner.Runner._evaluate = timed_evaluate  # type: ignore[method-assign]
+
+
+class ChildCPU:
+    """CPU seconds of this process's descendants (the simulators; Ray's GCS, raylet, agents,
+    workers and actors), polled while a run goes so processes ended by the run still count:
+    where the CPU of a sample goes besides the driver (the profile behind the Ray ratio)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        import psutil  # Ray's own copy, on the path once ray is imported
+
+        self._psutil = psutil
+        self._seen: dict[int, tuple[str, float]] = {}
+        self._base = self._poll()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> dict[int, tuple[str, float]]:
+        out = {}
+        for proc in self._psutil.Process().children(recursive=True):
+            try:
+                times = proc.cpu_times()
+                out[proc.pid] = (proc.name(), times.user + times.system)
+            except self._psutil.Error:
+                continue
+        return out
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.2):
+            self._seen.update(self._poll())
+
+    def stop(self) -> dict[str, float]:
+        """CPU seconds by kind of process since this object was made."""
+        self._stop.set()
+        self._thread.join()
+        self._seen.update(self._poll())
+        out: dict[str, float] = {}
+        for pid, (name, cpu) in self._seen.items():
+            kind = "simulators" if name.startswith("python") or name.startswith("groundscope") \
+                else "ray workers" if "SampleWorker" in name else "ray other"
+            out[kind] = out.get(kind, 0.0) + cpu - self._base.get(pid, (name, 0.0))[1]
+        return out
 
 
 def _load() -> str:
@@ -145,18 +189,21 @@ def main() -> None:
           f"{os.cpu_count()} CPUs (shared), load average {_load()}")
     _time_streaming()
     rates: dict[str, float] = {}
+    profile: dict[str, dict[str, float]] = {}
     sent: dict[str, dict[str, int]] = {}  # prompt tokens per step: the same requests each run
     runs = (("local (1 process)", {}), ("ray, 1 worker", {"executor": "ray", "workers": 1}),
             ("ray, 2 workers", {"executor": "ray", "workers": 2}))
     with simulator_process(data) as model_url, simulator_process(data) as judge_url, \
             tempfile.TemporaryDirectory() as tmp:
-        print(f"  {'':<18} {'end to end':>22} {'streaming':>22}  {'CPU':>7}  prompt tokens sent")
+        print(f"  {'':<18} {'end to end':>22} {'streaming':>22}  {'CPU':>7} {'CPU/sample':>10}  "
+              "prompt tokens sent")
         for label, extra in runs:
             work = Path(tmp) / label.replace(" ", "_").replace(",", "")
             PHASE.clear()
-            t0, cpu0 = time.perf_counter(), time.process_time()
+            t0, cpu0, children = time.perf_counter(), time.process_time(), ChildCPU()
             report = run_task(_task(model_url, judge_url, data, work, **task_extra, **extra))
             wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+            profile[label] = children.stop()
             summary = report.dataset("general_vqa").summary
             assert summary.succeeded == args.n, summary
             sent[label] = {step: sum(e.billed.prompt_tokens for e in by_model.values())
@@ -167,15 +214,21 @@ def main() -> None:
                 rates[f"{label} streaming"] = args.n / stream
             shown = f"{stream:6.1f} s {args.n / stream:7.1f}/s" if stream else f"{'-':>22}"
             tokens = ", ".join(f"{step} {n / 1e6:.2f}M" for step, n in sorted(sent[label].items()))
-            print(f"  {label:<18} {wall:6.1f} s {rates[label]:7.1f}/s  {shown}  {cpu:5.1f} s  "
-                  f"{tokens}")
+            print(f"  {label:<18} {wall:6.1f} s {rates[label]:7.1f}/s  {shown}  {cpu:5.1f} s "
+                  f"{1000 * cpu / args.n:7.2f} ms  {tokens}")
     ray.shutdown()
     print(f"load average after: {_load()}")
+    print("CPU per sample by process (ms): driver, and the processes below it")
+    for label, kinds in profile.items():
+        print(f"  {label:<18} " + ", ".join(f"{k} {1000 * v / args.n:.2f}"
+                                           for k, v in sorted(kinds.items())))
     assert len({tuple(sorted(t.items())) for t in sent.values()}) == 1, \
         f"the runs did not send the same requests: {sent}"
     for kind in ("", " streaming"):
-        ratio = rates[f"ray, 2 workers{kind}"] / rates[f"ray, 1 worker{kind}"]
-        print(f"  2 workers / 1 worker{kind or ' end to end'}: {ratio:.2f}x")
+        one = rates[f"ray, 1 worker{kind}"]
+        print(f"  ray 1 worker / local{kind or ' end to end'}: "
+              f"{one / rates[f'local (1 process){kind}']:.2f}x; 2 workers / 1 worker: "
+              f"{rates[f'ray, 2 workers{kind}'] / one:.2f}x")
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ from groundscope.redaction import Redactor
 from groundscope.report.build import build_dataset_report, write_page
 from groundscope.report.model import Report
 from groundscope.resume import check_same_shard, warn_config_changes
+from groundscope.scaleout.session import check_address
 from groundscope.scaleout.shipping import require_ray, shipped_config
 from groundscope.scoring import ScoringContext
 from groundscope.sharding import Dealer
@@ -91,9 +92,10 @@ class Runner:
             run.scored = {}  # the report's judge figures: this plan's samples only
         check_subset_files((run.name, subset) for run in self.datasets for subset in run.subsets)
         self._media_roots = run_media_roots(cfg)  # a bad --media-root: before a run directory
-        if cfg.executor == "ray":  # keys as $NAME, then Ray installed: before a run directory
-            shipped_config(cfg)
+        if cfg.executor == "ray":  # keys as $NAME, Ray installed, a head that answers: before
+            shipped_config(cfg)    # a run directory
             require_ray()
+            check_address(cfg.ray_address)
         check_endpoints(cfg)  # a wrong port or host: one line now, before a run directory
         if cfg.strict:  # as EvalScope: a bad record is fatal, before any request or run directory
             contextvars.copy_context().run(self._check_records)

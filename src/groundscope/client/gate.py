@@ -191,6 +191,22 @@ class RateGate:
         self._show()
         return ticket
 
+    def try_admit(self, tokens: int) -> Ticket | None:
+        """Admit a request estimated at ``tokens`` if the limits let it go now, else None
+        (never waits: a Ray gate's batch of leases, ``scaleout/gatekeeper.py``)."""
+        if self.limiter.wait(tokens, self._clock()) != 0:
+            return None
+        ticket = self.limiter.admit(tokens, self._clock())
+        self._show()
+        return ticket
+
+    def credit(self, successes: int) -> None:
+        """``successes`` replies of requests sent on a slot a Ray worker kept (reused, not
+        released): the adaptive limit grows as if each had been released."""
+        for _ in range(max(0, successes)):
+            self.limiter.concurrency.succeeded(self.limiter.in_flight)
+        self._show()
+
     async def release(self, lease: Lease, outcome: Outcome) -> None:
         assert isinstance(lease, Ticket)
         headers = RateHeaders.read(outcome.headers, self._wall())

@@ -23,6 +23,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from groundscope.config import TaskConfig
@@ -31,6 +32,7 @@ from groundscope.pipeline import Predicted, Saved, Scored
 from groundscope.plan import Item
 from groundscope.rowcodec import prediction_to_json, sample_to_json, score_to_json
 from groundscope.scaleout.gatekeeper import GateKeeper, RemoteGate
+from groundscope.scaleout.handoff import KeyHandoff, key_values
 from groundscope.scaleout.registry import ReplyRegistry
 from groundscope.scaleout.session import NAMESPACE, start_session
 from groundscope.scaleout.shipping import shipped_config
@@ -124,10 +126,11 @@ class RayDriver:
         return f"groundscope-{self._token}-{what}"
 
     async def run(self, items: Iterator[Item], saved_of: Callable[[Item], Saved]) -> None:
-        session = start_session(self.cfg.ray_address, self.cfg.work_dir)
+        keys = key_values(self.cfg)
+        session = start_session(self.cfg.ray_address, self.cfg.work_dir, hide=keys)
         watch: asyncio.Task[None] | None = None
         try:
-            await self._start_actors()
+            await self._start_actors(KeyHandoff(keys) if session.local else None)
             watch = asyncio.create_task(self._watch())
             await self._dispatch(items, saved_of)
         finally:
@@ -139,7 +142,9 @@ class RayDriver:
 
     # ------------------------------------------------------------------ actors
 
-    async def _start_actors(self) -> None:
+    async def _start_actors(self, handoff: KeyHandoff | None) -> None:
+        """The gates, the reply registry and the workers; with ``handoff`` (a local Ray
+        started without the keys in its environment) the workers take the keys from it."""
         import ray
 
         n = self.cfg.workers or min(DEFAULT_MAX_WORKERS,
@@ -150,14 +155,18 @@ class RayDriver:
         for i, (key, spec) in enumerate(gate_limits(self.cfg).items()):
             self._gates[key] = keeper.options(
                 name=self.actor_name(f"gate-{i}"), namespace=NAMESPACE, num_cpus=0,
-                max_concurrency=max(1000, 4 * live)).remote(
+                max_concurrency=max(1000, 4 * live), **self._here()).remote(
                 spec.limit, rpm=spec.rpm, tpm=spec.tpm, max_pause=spec.max_pause)
             # the driver's view of the endpoint (live view, summary.rate_limits)
             view = RemoteGate(self._gates[key], "driver", spec.limit)
             self.scoring.gates.setdefault(spec.name, view)
             self._views.append(view)
-        await self._start_registry(max(1000, 4 * live))
+        run_dir = self.scoring.run_dir
+        seeds = sorted((run_dir / "cache").glob("*.jsonl")) if run_dir is not None else []
+        if n > 1 or seeds:  # one worker's own cache is the run's (nothing to share)
+            await self._start_registry(max(1000, 4 * live), seeds)
         cpus = float(ray.cluster_resources().get("CPU", n))
+        keys = (await handoff.open(), handoff.token) if handoff is not None else None
         actor = ray.remote(SampleWorker)
         for i in range(n):
             wid = f"w{i}"
@@ -165,13 +174,27 @@ class RayDriver:
                 name=self.actor_name(f"worker-{i}"), namespace=NAMESPACE,
                 num_cpus=min(1.0, cpus / n), max_restarts=0).remote(
                 wid, self._config, self._api_url, self._roots, self._mock_url, self._gates,
-                self._registry)
+                self._registry, keys)
             self._load[wid] = 0
-        problems = await asyncio.gather(*(w.start.remote() for w in self._workers.values()))
+        try:
+            problems = await asyncio.gather(*(w.start.remote() for w in self._workers.values()))
+        finally:
+            if handoff is not None:
+                await handoff.close()
         problem = next((p for p in problems if p), None)
         if problem:
             raise GroundscopeError(problem)
         log.info("Ray: %d workers, chunks of %d samples", n, self._chunk)
+
+    @staticmethod
+    def _here() -> dict[str, Any]:
+        """Placement on the driver's node: the run's shared state (gates, reply registry)
+        lives and dies with the driver, so losing any other node loses none of it."""
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        node = ray.get_runtime_context().get_node_id()
+        return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)}
 
     async def _refresh_views(self) -> None:
         from ray.exceptions import RayError
@@ -185,16 +208,15 @@ class RayDriver:
         while True:
             await asyncio.sleep(WATCH_S)
             await self._refresh_views()
-    async def _start_registry(self, concurrency: int) -> None:
-        """The run's judge reply registry, seeded with the run's cache files (a resumed run
-        asks no judge request its cache holds, as a local one)."""
+    async def _start_registry(self, concurrency: int, seeds: list[Path]) -> None:
+        """The run's judge reply registry, seeded with the run's cache files ``seeds`` (a
+        resumed run asks no judge request its cache holds, as a local one)."""
         import ray
 
         self._registry = ray.remote(ReplyRegistry).options(
             name=self.actor_name("replies"), namespace=NAMESPACE, num_cpus=0,
-            max_concurrency=concurrency).remote()
-        run_dir = self.scoring.run_dir
-        for path in sorted((run_dir / "cache").glob("*.jsonl")) if run_dir is not None else ():
+            max_concurrency=concurrency, **self._here()).remote()
+        for path in seeds:
             rows = response_cache(self.scoring, path.stem).items()
             for start in range(0, len(rows), SEED_BATCH):
                 await self._registry.seed.remote(path.stem, rows[start:start + SEED_BATCH])

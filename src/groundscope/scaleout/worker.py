@@ -14,6 +14,7 @@ so the limits mean what they mean in one process.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -29,7 +30,8 @@ from groundscope.errors import GroundscopeError
 from groundscope.pipeline import Hooks, Saved, evaluate_sample
 from groundscope.plan import plan_scoring
 from groundscope.redaction import Redactor
-from groundscope.scaleout.gatekeeper import GateSpec, RemoteGate
+from groundscope.scaleout.gatekeeper import GateSpec, LeasedGate
+from groundscope.scaleout.handoff import fetch_keys
 from groundscope.scaleout.registry import RemoteReplies
 from groundscope.scoring import Scorer, ScoringContext
 from groundscope.scoring.judge import response_cache
@@ -109,7 +111,7 @@ class SampleWorker:
 
     def __init__(self, worker: str, config: Mapping[str, Any], api_url: str,
                  roots: list[str], mock_url: str | None, gates: Mapping[str, Any],
-                 replies: Any = None) -> None:
+                 replies: Any = None, keys: tuple[tuple[str, int], str] | None = None) -> None:
         self.worker = worker
         self._config = dict(config)
         self._api_url = api_url
@@ -117,6 +119,9 @@ class SampleWorker:
         self._mock_url = mock_url
         self._gates = dict(gates)
         self._replies = replies  # the run's ReplyRegistry actor (None: replies kept per worker)
+        self._keys = keys  # (address, token) of the driver's KeyHandoff (a local Ray), or None
+        self._specs: dict[str, GateSpec] = {}
+        self._made: dict[str, LeasedGate] = {}  # one per endpoint, shared by its clients
         self._client: ChatClient | None = None
         self._scoring: ScoringContext | None = None
         self._scorers: dict[str, list[Scorer]] = {}
@@ -124,16 +129,26 @@ class SampleWorker:
         self._max_pixels = media.DEFAULT_MAX_PIXELS
         self._media = media.MediaSettings()
 
-    def _gate(self, key: str, limit: int) -> RemoteGate:
-        return RemoteGate(self._gates[key], self.worker, limit)
+    def _gate(self, key: str, limit: int) -> LeasedGate:
+        gate = self._made.get(key)
+        if gate is None:
+            spec = self._specs.get(key)
+            paced = spec is not None and (spec.rpm is not None or spec.tpm is not None)
+            gate = self._made[key] = LeasedGate(self._gates[key], self.worker, limit, paced=paced)
+        return gate
 
     async def start(self) -> str | None:
         """Resolve the config here (``$NAME`` from this environment) and build the model
         client and the scorers; None, or the one line saying why this worker cannot run."""
         try:
+            if self._keys is not None:  # a local Ray started without the keys: the driver's
+                os.environ.update(fetch_keys(*self._keys))
             cfg = load_config(self._config)
+        except OSError as exc:
+            return f"worker {self.worker}: cannot take the run's keys from the driver: {exc}"
         except GroundscopeError as exc:
             return f"worker {self.worker}: {exc}"
+        self._specs = gate_limits(cfg)
         scoring = ScoringContext.from_config(cfg)  # no run_dir: judge replies cached in memory
         scoring.mock_url = self._mock_url
         limit = scoring.judge_concurrency
@@ -199,6 +214,8 @@ class SampleWorker:
         queue.put_nowait((DONE, key, None))
 
     async def close(self) -> None:
+        for gate in self._made.values():
+            await gate.aclose()
         if self._client is not None:
             await self._client.aclose()
         if self._scoring is not None:
