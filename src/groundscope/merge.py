@@ -29,6 +29,7 @@ import orjson
 from groundscope.config import TaskConfig
 from groundscope.errors import ConfigError, NothingEvaluated, StoreError
 from groundscope.fileio import atomic_write, check_no_symlink_dirs
+from groundscope.planid import PLAN_FILE, plan_difference, read_plan
 from groundscope.report.model import Report
 from groundscope.rescore import load_run_config, rebuild_report
 from groundscope.resume import config_changes
@@ -122,6 +123,7 @@ def _check_shards(shards: Sequence[_Shard], *, partial: bool) -> list[str]:
         if s.k in seen:
             raise StoreError(f"merge: {s.path}: shard {s.name} given twice (also {seen[s.k]})")
         seen[s.k] = s.path
+    _check_plans(shards)
     notes = []
     missing = [f"{k}/{first.n}" for k in range(1, first.n + 1) if k not in seen]
     if missing:
@@ -139,6 +141,23 @@ def _check_shards(shards: Sequence[_Shard], *, partial: bool) -> list[str]:
         if unfinished:
             notes.append(f"partial merge: shard {s.name} ({s.path}) did not finish")
     return notes
+
+
+def _check_plans(shards: Sequence[_Shard]) -> None:
+    """Every shard ran on the same plan (``planid.py``): the same records, texts and media
+    in the same order. Not overridden by ``partial``: a merge of different data is wrong."""
+    for s in shards:
+        if read_plan(s.path) is None:
+            raise StoreError(f"merge: {s.path}: shard {s.name} has no {PLAN_FILE} (the record "
+                             "of the data it ran on): it stopped before reading its whole "
+                             "plan, or an older groundscope ran it; resume it with groundscope "
+                             f"eval ... --shard {s.name} --use-cache {s.path}")
+    first = shards[0]
+    for s in shards[1:]:
+        why = plan_difference(first.path, s.path)
+        if why:
+            raise StoreError(f"merge: {s.path}: shard {s.name} ran on different data than "
+                             f"shard {first.name} ({first.path}): {why}")
 
 
 def _write_merged(shards: Sequence[_Shard], work_dir: Path, notes: Sequence[str]) -> Path:
