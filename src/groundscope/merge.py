@@ -19,6 +19,9 @@ the shards overlap. Judge reply caches (``cache/``) are not merged.
 
 from __future__ import annotations
 
+import datetime as _dt
+import os
+import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +37,7 @@ from groundscope.report.model import Report
 from groundscope.rescore import load_run_config, rebuild_report
 from groundscope.resume import config_changes
 from groundscope.rows import Kind, read_rows, read_rows_numbered
-from groundscope.rundir import read_run_config
+from groundscope.rundir import MERGING_FILE, check_not_merging, read_run_config
 from groundscope.runner import nothing_evaluated
 from groundscope.sharding import parse_shard
 from groundscope.store import MEDIA_ROOTS_KEY, RunStore, subset_file_name
@@ -73,8 +76,15 @@ def merge_runs(run_dirs: Sequence[str | Path], work_dir: str | Path = "./outputs
     shards = sorted((_read_shard(Path(d)) for d in run_dirs), key=lambda s: s.k)
     notes = _check_shards(shards, partial=partial)
     _check_out_of_shards(Path(work_dir), shards)
-    out = _write_merged(shards, Path(work_dir), notes)
-    report = rebuild_report(out, notes=notes)
+    out = _write_merged(shards, Path(work_dir))
+    try:
+        report = rebuild_report(out, notes=notes, merging=True)
+        record = {"shards": {s.name: str(s.path) for s in shards}, "notes": list(notes)}
+        atomic_write(out / MERGE_FILE, orjson.dumps(record, option=orjson.OPT_INDENT_2))
+        (out / MERGING_FILE).unlink()  # complete: merge.json, the completion marker, is in
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)  # a failed merge leaves no half run behind
+        raise
     empty = nothing_evaluated(report)
     if empty:
         raise NothingEvaluated(empty, report)
@@ -84,6 +94,7 @@ def merge_runs(run_dirs: Sequence[str | Path], work_dir: str | Path = "./outputs
 def _read_shard(path: Path) -> _Shard:
     if not path.is_dir():
         raise StoreError(f"merge: {path}: not a directory")
+    check_not_merging(path)
     config = read_run_config(path)  # one line when it is not a run
     try:
         cfg = load_run_config(path)
@@ -160,10 +171,17 @@ def _check_plans(shards: Sequence[_Shard]) -> None:
                              f"shard {first.name} ({first.path}): {why}")
 
 
-def _write_merged(shards: Sequence[_Shard], work_dir: Path, notes: Sequence[str]) -> Path:
+def _write_merged(shards: Sequence[_Shard], work_dir: Path) -> Path:
+    """The shards' rows in a new run directory, built in a temporary directory beside it
+    (``.merge-<pid>-<stamp>``, marked unfinished by ``MERGING_FILE`` from the start) and
+    renamed into place: a merge killed at any moment leaves no directory that reads as a
+    complete run (``rundir.check_not_merging``)."""
     first = shards[0]
-    out = RunStore.create(work_dir, first.cfg.model_name)
+    stamp = _dt.datetime.now().strftime("%Y%m%d_%H%M%S")
+    out = RunStore.create(work_dir / f".merge-{os.getpid()}-{stamp}", first.cfg.model_name,
+                          no_timestamp=True)
     try:
+        atomic_write(out.run_dir / MERGING_FILE, b"groundscope merge in progress\n")
         config = {k: v for k, v in first.config.items() if k not in ("schema_version", "format")}
         config.update(shard=None, use_cache=None, work_dir=str(work_dir),
                       **{MEDIA_ROOTS_KEY: _union(s.config.get(MEDIA_ROOTS_KEY) for s in shards)})
@@ -179,14 +197,19 @@ def _write_merged(shards: Sequence[_Shard], work_dir: Path, notes: Sequence[str]
                 src.unlock()
         out.close()
         write_rate_limits(out.run_dir, _rate_limits(shards))
-        record = {"shards": {s.name: str(s.path) for s in shards}, "notes": list(notes)}
-        atomic_write(out.run_dir / MERGE_FILE, orjson.dumps(record, option=orjson.OPT_INDENT_2))
+        final = work_dir / stamp
+        n = 1
+        while final.exists():
+            n += 1
+            final = work_dir / f"{stamp}_{n}"
+        out.unlock()
+        os.rename(out.run_dir, final)
     except BaseException:
         out.discard()  # a refused merge leaves no half-merged run behind
         raise
     finally:
         out.unlock()
-    return out.run_dir
+    return final
 
 
 def _rate_limits(shards: Sequence[_Shard]) -> dict[str, EndpointLimits]:

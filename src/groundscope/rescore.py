@@ -32,7 +32,7 @@ from groundscope.redaction import Redactor
 from groundscope.report.build import build_dataset_report, write_page
 from groundscope.report.model import DatasetReport, Report, Summary
 from groundscope.rows import read_rows
-from groundscope.rundir import read_run_config
+from groundscope.rundir import MERGING_FILE, check_not_merging, read_run_config
 from groundscope.scoring import ScoringContext, scorer_keys
 from groundscope.scoring.groups import GROUP_REQUEST_HASH
 from groundscope.scoring.judge import mock_judged
@@ -107,12 +107,18 @@ def rescore_run(run_dir: str | Path, *, judge: Mapping[str, Any] | None = None,
                 key_env: Iterable[str] = ()) -> Report:
     """Score every saved prediction again and rewrite the reviews and reports; a saved
     judge key ``$NAME`` is expanded only for a name in ``key_env``."""
+    check_not_merging(Path(run_dir))
     return asyncio.run(_process_run(Path(run_dir), judge, rescore=True, key_env=key_env))
 
 
-def rebuild_report(run_dir: str | Path, *, notes: Sequence[str] = ()) -> Report:
+def rebuild_report(run_dir: str | Path, *, notes: Sequence[str] = (),
+                   merging: bool = False) -> Report:
     """Re-aggregate saved reviews into reports (no scorer runs, no request is sent);
-    ``notes``: lines added to every dataset's summary warnings (a partial merge)."""
+    ``notes``: lines added to every dataset's summary warnings (a partial merge). A merge
+    not finished is refused (``rundir.check_not_merging``), unless ``merging``: the merge
+    writing it builds its reports before writing its completion marker."""
+    if not merging:
+        check_not_merging(Path(run_dir))
     return asyncio.run(_process_run(Path(run_dir), None, rescore=False, notes=notes))
 
 
@@ -132,6 +138,12 @@ async def _process_run_in_roots(run_dir: Path, cfg: TaskConfig, *, rescore: bool
     store = RunStore(run_dir, cfg.model_name, legacy_model=cfg.model_id or cfg.model).lock()
     store.resume_hint = (f"the saved reviews are unchanged: free some space, then run "
                          f"groundscope {'score' if rescore else 'report'} {run_dir} again")
+    unfinished = [name for name in cfg.datasets if not store.report_file(name).is_file()]
+    if unfinished and not (run_dir / MERGING_FILE).exists():  # an interrupted eval: resumable
+        logging.getLogger("groundscope").warning(
+            "%s: the run did not finish (no report of %s yet): this covers only the "
+            "predictions saved so far; finish it with groundscope eval ... --use-cache %s",
+            run_dir, unfinished[0], run_dir)
     skipped = _skipped_counts(run_dir)
     ctx = ScoringContext.from_config(cfg, run_dir)
     redact = Redactor(cfg.secrets()).redact  # error texts saved in reviews, as in eval
