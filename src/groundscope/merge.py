@@ -36,11 +36,11 @@ from groundscope.planid import PLAN_FILE, plan_difference, read_plan
 from groundscope.report.model import Report
 from groundscope.rescore import load_run_config, rebuild_report
 from groundscope.resume import config_changes
-from groundscope.rows import Kind, read_rows, read_rows_numbered
+from groundscope.rows import Kind, read_rows
 from groundscope.rundir import MERGING_FILE, check_not_merging, read_run_config
 from groundscope.runner import nothing_evaluated
 from groundscope.sharding import parse_shard
-from groundscope.store import MEDIA_ROOTS_KEY, RunStore, subset_file_name
+from groundscope.store import MEDIA_ROOTS_KEY, RunStore, latest_rows, subset_file_name
 from groundscope.summary import EndpointLimits, read_rate_limits, write_rate_limits
 
 __all__ = ["merge_runs"]
@@ -186,12 +186,12 @@ def _write_merged(shards: Sequence[_Shard], work_dir: Path) -> Path:
         config.update(shard=None, use_cache=None, work_dir=str(work_dir),
                       **{MEDIA_ROOTS_KEY: _union(s.config.get(MEDIA_ROOTS_KEY) for s in shards)})
         out.write_config(config)
-        taken: dict[tuple[Any, ...], tuple[Path, int]] = {}
+        taken: dict[int, int] = {}
         skipped: set[tuple[str, str, str]] = set()
-        for shard in shards:
+        for index, shard in enumerate(shards):
             src = shard.store().lock()  # refused while the shard is still being written
             try:
-                _copy_rows(shard, src, out, taken)
+                _copy_rows(shards, index, src, out, taken)
                 _copy_skipped(shard, out, skipped)
             finally:
                 src.unlock()
@@ -241,30 +241,36 @@ _KINDS: tuple[tuple[Kind, str, tuple[str, ...]], ...] = (
     ("review", "reviews", ("request_hash", "status", "values")))
 
 
-def _copy_rows(shard: _Shard, src: RunStore, out: RunStore,
-               taken: dict[tuple[Any, ...], tuple[Path, int]]) -> None:
-    """The shard's current rows (a key's last line, as the store reads them) into ``out``;
-    a key another shard wrote must hold the same answer there."""
+_SHARD_BITS = 20  # a shard's index in ``taken``'s packed values (MAX_SHARDS < 2**20)
+
+
+def _copy_rows(shards: Sequence[_Shard], index: int, src: RunStore, out: RunStore,
+               taken: dict[int, int]) -> None:
+    """The shard's current rows (a key's last line, as the store reads them) into ``out``,
+    streamed (``store.latest_rows``); a key another shard wrote must hold the same answer
+    there. ``taken``: a hash of each key written so far -> the hash of its answer, with the
+    index of the shard it came from in the low bits (two numbers per row, never the rows)."""
+    shard = shards[index]
     for kind, folder, same in _KINDS:
         base = src.run_dir / folder / src.model_dir
         check_no_symlink_dirs(src.run_dir, base / "_")
         if not base.is_dir():
             continue
         for path in sorted(base.glob("*.jsonl")):
-            latest: dict[tuple[Any, ...], tuple[int, dict[str, Any]]] = {}
-            for lineno, row in read_rows_numbered(path, kind):
-                key = (*_place(path, lineno, row, shard.cfg.datasets), str(row["sample_id"]),
-                       row.get("repeat", 0), row.get("scorer"))
-                latest[key] = (lineno, row)
-            for key, (lineno, row) in latest.items():
+            for lineno, row in latest_rows(path, kind):
+                place = _place(path, lineno, row, shard.cfg.datasets)
+                key = hash((kind, *place, str(row["sample_id"]), row.get("repeat", 0),
+                            row.get("scorer")))
                 digest = hash(orjson.dumps([row.get(f) for f in same], option=orjson.OPT_SORT_KEYS))
-                where = taken.setdefault((kind, *key), (shard.path, digest))
-                if where[1] != digest:
-                    raise StoreError(f"merge: {path}:{lineno}: {kind} of sample {key[2]!r} "
-                                     f"repeat {key[3]} differs from the one in {where[0]}: "
-                                     "the shards overlap")
-                if where[0] == shard.path:
-                    out.append_saved(kind, key[0], key[1], row)
+                packed = (digest >> _SHARD_BITS << _SHARD_BITS) | index
+                where = taken.setdefault(key, packed)
+                if where >> _SHARD_BITS != digest >> _SHARD_BITS:
+                    other = shards[where & ((1 << _SHARD_BITS) - 1)].path
+                    raise StoreError(f"merge: {path}:{lineno}: {kind} of sample "
+                                     f"{str(row['sample_id'])!r} repeat {row.get('repeat', 0)} "
+                                     f"differs from the one in {other}: the shards overlap")
+                if where == packed:
+                    out.append_saved(kind, place[0], place[1], row)
 
 
 def _place(path: Path, lineno: int, row: Mapping[str, Any], datasets: Sequence[str]) -> tuple[str, str]:
