@@ -49,7 +49,9 @@ class PlanRecorder:
         self._fh: IO[bytes] | None = None
         try:
             (run_dir / PLAN_FILE).unlink(missing_ok=True)  # an earlier attempt's, maybe stale
-            self._fh = open(self._partial, "wb")  # noqa: SIM115 (closed by finish)
+            self._partial.unlink(missing_ok=True)  # a killed attempt's; never followed:
+            fd = os.open(self._partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            self._fh = os.fdopen(fd, "wb")  # closed by finish / close
         except OSError as exc:
             raise write_error(self._partial, exc) from None
 
