@@ -19,6 +19,9 @@ the shards overlap. Judge reply caches (``cache/``) are not merged.
 
 from __future__ import annotations
 
+import datetime as _dt
+import os
+import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,14 +32,15 @@ import orjson
 from groundscope.config import TaskConfig
 from groundscope.errors import ConfigError, NothingEvaluated, StoreError
 from groundscope.fileio import atomic_write, check_no_symlink_dirs
+from groundscope.planid import PLAN_FILE, plan_difference, read_plan
 from groundscope.report.model import Report
 from groundscope.rescore import load_run_config, rebuild_report
 from groundscope.resume import config_changes
-from groundscope.rows import Kind, read_rows, read_rows_numbered
-from groundscope.rundir import read_run_config
+from groundscope.rows import Kind, read_rows
+from groundscope.rundir import MERGING_FILE, check_not_merging, read_run_config
 from groundscope.runner import nothing_evaluated
 from groundscope.sharding import parse_shard
-from groundscope.store import MEDIA_ROOTS_KEY, RunStore, subset_file_name
+from groundscope.store import MEDIA_ROOTS_KEY, RunStore, latest_rows, subset_file_name
 from groundscope.summary import EndpointLimits, read_rate_limits, write_rate_limits
 
 __all__ = ["merge_runs"]
@@ -72,8 +76,15 @@ def merge_runs(run_dirs: Sequence[str | Path], work_dir: str | Path = "./outputs
     shards = sorted((_read_shard(Path(d)) for d in run_dirs), key=lambda s: s.k)
     notes = _check_shards(shards, partial=partial)
     _check_out_of_shards(Path(work_dir), shards)
-    out = _write_merged(shards, Path(work_dir), notes)
-    report = rebuild_report(out, notes=notes)
+    out = _write_merged(shards, Path(work_dir))
+    try:
+        report = rebuild_report(out, notes=notes, merging=True)
+        record = {"shards": {s.name: str(s.path) for s in shards}, "notes": list(notes)}
+        atomic_write(out / MERGE_FILE, orjson.dumps(record, option=orjson.OPT_INDENT_2))
+        (out / MERGING_FILE).unlink()  # complete: merge.json, the completion marker, is in
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)  # a failed merge leaves no half run behind
+        raise
     empty = nothing_evaluated(report)
     if empty:
         raise NothingEvaluated(empty, report)
@@ -83,6 +94,7 @@ def merge_runs(run_dirs: Sequence[str | Path], work_dir: str | Path = "./outputs
 def _read_shard(path: Path) -> _Shard:
     if not path.is_dir():
         raise StoreError(f"merge: {path}: not a directory")
+    check_not_merging(path)
     config = read_run_config(path)  # one line when it is not a run
     try:
         cfg = load_run_config(path)
@@ -122,6 +134,7 @@ def _check_shards(shards: Sequence[_Shard], *, partial: bool) -> list[str]:
         if s.k in seen:
             raise StoreError(f"merge: {s.path}: shard {s.name} given twice (also {seen[s.k]})")
         seen[s.k] = s.path
+    _check_plans(shards)
     notes = []
     missing = [f"{k}/{first.n}" for k in range(1, first.n + 1) if k not in seen]
     if missing:
@@ -141,33 +154,62 @@ def _check_shards(shards: Sequence[_Shard], *, partial: bool) -> list[str]:
     return notes
 
 
-def _write_merged(shards: Sequence[_Shard], work_dir: Path, notes: Sequence[str]) -> Path:
+def _check_plans(shards: Sequence[_Shard]) -> None:
+    """Every shard ran on the same plan (``planid.py``): the same records, texts and media
+    in the same order. Not overridden by ``partial``: a merge of different data is wrong."""
+    for s in shards:
+        if read_plan(s.path) is None:
+            raise StoreError(f"merge: {s.path}: shard {s.name} has no {PLAN_FILE} (the record "
+                             "of the data it ran on): it stopped before reading its whole "
+                             "plan, or an older groundscope ran it; resume it with groundscope "
+                             f"eval ... --shard {s.name} --use-cache {s.path}")
     first = shards[0]
-    out = RunStore.create(work_dir, first.cfg.model_name)
+    for s in shards[1:]:
+        why = plan_difference(first.path, s.path)
+        if why:
+            raise StoreError(f"merge: {s.path}: shard {s.name} ran on different data than "
+                             f"shard {first.name} ({first.path}): {why}")
+
+
+def _write_merged(shards: Sequence[_Shard], work_dir: Path) -> Path:
+    """The shards' rows in a new run directory, built in a temporary directory beside it
+    (``.merge-<pid>-<stamp>``, marked unfinished by ``MERGING_FILE`` from the start) and
+    renamed into place: a merge killed at any moment leaves no directory that reads as a
+    complete run (``rundir.check_not_merging``)."""
+    first = shards[0]
+    stamp = _dt.datetime.now().strftime("%Y%m%d_%H%M%S")
+    out = RunStore.create(work_dir / f".merge-{os.getpid()}-{stamp}", first.cfg.model_name,
+                          no_timestamp=True)
     try:
+        atomic_write(out.run_dir / MERGING_FILE, b"groundscope merge in progress\n")
         config = {k: v for k, v in first.config.items() if k not in ("schema_version", "format")}
         config.update(shard=None, use_cache=None, work_dir=str(work_dir),
                       **{MEDIA_ROOTS_KEY: _union(s.config.get(MEDIA_ROOTS_KEY) for s in shards)})
         out.write_config(config)
-        taken: dict[tuple[Any, ...], tuple[Path, int]] = {}
+        taken: dict[int, int] = {}
         skipped: set[tuple[str, str, str]] = set()
-        for shard in shards:
+        for index, shard in enumerate(shards):
             src = shard.store().lock()  # refused while the shard is still being written
             try:
-                _copy_rows(shard, src, out, taken)
+                _copy_rows(shards, index, src, out, taken)
                 _copy_skipped(shard, out, skipped)
             finally:
                 src.unlock()
         out.close()
         write_rate_limits(out.run_dir, _rate_limits(shards))
-        record = {"shards": {s.name: str(s.path) for s in shards}, "notes": list(notes)}
-        atomic_write(out.run_dir / MERGE_FILE, orjson.dumps(record, option=orjson.OPT_INDENT_2))
+        final = work_dir / stamp
+        n = 1
+        while final.exists():
+            n += 1
+            final = work_dir / f"{stamp}_{n}"
+        out.unlock()
+        os.rename(out.run_dir, final)
     except BaseException:
         out.discard()  # a refused merge leaves no half-merged run behind
         raise
     finally:
         out.unlock()
-    return out.run_dir
+    return final
 
 
 def _rate_limits(shards: Sequence[_Shard]) -> dict[str, EndpointLimits]:
@@ -199,30 +241,36 @@ _KINDS: tuple[tuple[Kind, str, tuple[str, ...]], ...] = (
     ("review", "reviews", ("request_hash", "status", "values")))
 
 
-def _copy_rows(shard: _Shard, src: RunStore, out: RunStore,
-               taken: dict[tuple[Any, ...], tuple[Path, int]]) -> None:
-    """The shard's current rows (a key's last line, as the store reads them) into ``out``;
-    a key another shard wrote must hold the same answer there."""
+_SHARD_BITS = 20  # a shard's index in ``taken``'s packed values (MAX_SHARDS < 2**20)
+
+
+def _copy_rows(shards: Sequence[_Shard], index: int, src: RunStore, out: RunStore,
+               taken: dict[int, int]) -> None:
+    """The shard's current rows (a key's last line, as the store reads them) into ``out``,
+    streamed (``store.latest_rows``); a key another shard wrote must hold the same answer
+    there. ``taken``: a hash of each key written so far -> the hash of its answer, with the
+    index of the shard it came from in the low bits (two numbers per row, never the rows)."""
+    shard = shards[index]
     for kind, folder, same in _KINDS:
         base = src.run_dir / folder / src.model_dir
         check_no_symlink_dirs(src.run_dir, base / "_")
         if not base.is_dir():
             continue
         for path in sorted(base.glob("*.jsonl")):
-            latest: dict[tuple[Any, ...], tuple[int, dict[str, Any]]] = {}
-            for lineno, row in read_rows_numbered(path, kind):
-                key = (*_place(path, lineno, row, shard.cfg.datasets), str(row["sample_id"]),
-                       row.get("repeat", 0), row.get("scorer"))
-                latest[key] = (lineno, row)
-            for key, (lineno, row) in latest.items():
+            for lineno, row in latest_rows(path, kind):
+                place = _place(path, lineno, row, shard.cfg.datasets)
+                key = hash((kind, *place, str(row["sample_id"]), row.get("repeat", 0),
+                            row.get("scorer")))
                 digest = hash(orjson.dumps([row.get(f) for f in same], option=orjson.OPT_SORT_KEYS))
-                where = taken.setdefault((kind, *key), (shard.path, digest))
-                if where[1] != digest:
-                    raise StoreError(f"merge: {path}:{lineno}: {kind} of sample {key[2]!r} "
-                                     f"repeat {key[3]} differs from the one in {where[0]}: "
-                                     "the shards overlap")
-                if where[0] == shard.path:
-                    out.append_saved(kind, key[0], key[1], row)
+                packed = (digest >> _SHARD_BITS << _SHARD_BITS) | index
+                where = taken.setdefault(key, packed)
+                if where >> _SHARD_BITS != digest >> _SHARD_BITS:
+                    other = shards[where & ((1 << _SHARD_BITS) - 1)].path
+                    raise StoreError(f"merge: {path}:{lineno}: {kind} of sample "
+                                     f"{str(row['sample_id'])!r} repeat {row.get('repeat', 0)} "
+                                     f"differs from the one in {other}: the shards overlap")
+                if where == packed:
+                    out.append_saved(kind, place[0], place[1], row)
 
 
 def _place(path: Path, lineno: int, row: Mapping[str, Any], datasets: Sequence[str]) -> tuple[str, str]:

@@ -33,11 +33,11 @@ from groundscope.report.build import build_dataset_report, write_page
 from groundscope.report.model import DatasetReport, Report, Summary
 from groundscope.rowcodec import prediction_from_json, sample_from_json, score_from_json
 from groundscope.rows import read_rows
-from groundscope.rundir import read_run_config
+from groundscope.rundir import check_not_merging, read_run_config
 from groundscope.scoring import ScoringContext, scorer_keys
 from groundscope.scoring.groups import GROUP_REQUEST_HASH
 from groundscope.scoring.judge import mock_judged
-from groundscope.store import MEDIA_ROOTS_KEY, RunStore, saved_media_roots
+from groundscope.store import MEDIA_ROOTS_KEY, RunStore, latest_rows, saved_media_roots
 from groundscope.types import PredictionStatus
 from groundscope.usage import MODEL_STEP
 
@@ -101,17 +101,25 @@ def rescore_run(run_dir: str | Path, *, judge: Mapping[str, Any] | None = None,
                 key_env: Iterable[str] = ()) -> Report:
     """Score every saved prediction again and rewrite the reviews and reports; a saved
     judge key ``$NAME`` is expanded only for a name in ``key_env``."""
+    check_not_merging(Path(run_dir))
     return asyncio.run(_process_run(Path(run_dir), judge, rescore=True, key_env=key_env))
 
 
-def rebuild_report(run_dir: str | Path, *, notes: Sequence[str] = ()) -> Report:
+def rebuild_report(run_dir: str | Path, *, notes: Sequence[str] = (),
+                   merging: bool = False) -> Report:
     """Re-aggregate saved reviews into reports (no scorer runs, no request is sent);
-    ``notes``: lines added to every dataset's summary warnings (a partial merge)."""
-    return asyncio.run(_process_run(Path(run_dir), None, rescore=False, notes=notes))
+    ``notes``: lines added to every dataset's summary warnings (a partial merge). A merge
+    not finished is refused (``rundir.check_not_merging``), unless ``merging``: the merge
+    writing it builds its reports before writing its completion marker."""
+    if not merging:
+        check_not_merging(Path(run_dir))
+    return asyncio.run(_process_run(Path(run_dir), None, rescore=False, notes=notes,
+                                    merging=merging))
 
 
 async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescore: bool,
-                       key_env: Iterable[str] | None = None, notes: Sequence[str] = ()) -> Report:
+                       key_env: Iterable[str] | None = None, notes: Sequence[str] = (),
+                       merging: bool = False) -> Report:
     cfg = load_run_config(run_dir, judge, key_env)
     if rescore:  # a judge that cannot be reached: one line now, not a failure per sample
         check_endpoints(cfg, model=False)
@@ -120,14 +128,21 @@ async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescor
     set_media_settings(cfg.media_settings())
     # the run's honoured roots and --media-root given now, never this cwd
     with media_roots_in_force((*saved_media_roots(config, run_dir), *chosen_media_roots())):
-        return await _process_run_in_roots(run_dir, cfg, rescore=rescore, notes=notes)
+        return await _process_run_in_roots(run_dir, cfg, rescore=rescore, notes=notes,
+                                           merging=merging)
 
 
 async def _process_run_in_roots(run_dir: Path, cfg: TaskConfig, *, rescore: bool,
-                                notes: Sequence[str] = ()) -> Report:
+                                notes: Sequence[str] = (), merging: bool = False) -> Report:
     store = RunStore(run_dir, cfg.model_name, legacy_model=cfg.model_id or cfg.model).lock()
     store.resume_hint = (f"the saved reviews are unchanged: free some space, then run "
                          f"groundscope {'score' if rescore else 'report'} {run_dir} again")
+    unfinished = [name for name in cfg.datasets if not store.report_file(name).is_file()]
+    if unfinished and not merging:  # an interrupted eval: resumable
+        logging.getLogger("groundscope").warning(
+            "%s: the run did not finish (no report of %s yet): this covers only the "
+            "predictions saved so far; finish it with groundscope eval ... --use-cache %s",
+            run_dir, unfinished[0], run_dir)
     skipped = _skipped_counts(run_dir)
     ctx = ScoringContext.from_config(cfg, run_dir)
     redact = Redactor(cfg.secrets()).redact  # error texts saved in reviews, as in eval
@@ -146,7 +161,10 @@ async def _process_run_in_roots(run_dir: Path, cfg: TaskConfig, *, rescore: bool
             store.discard_staged()  # what a failed re-scoring wrote aside; the old reviews stay
             await ctx.aclose()
             store.close()
-        write_page(run_dir)  # the JSON reports are written; a rendering failure must not undo them
+        # the JSON reports are written; a rendering failure must not undo them. A merge's
+        # page is an end-of-run page (bounded: memory does not grow with the rows); report
+        # rebuilds it in full
+        write_page(run_dir, end_of_run=merging)
     finally:
         store.unlock()
     return Report(run_dir=str(run_dir), model=cfg.model_name, datasets=reports)
@@ -171,17 +189,14 @@ async def _process_dataset(cfg: TaskConfig, store: RunStore, run: DatasetRun, sk
     for dataset, subset in store.saved_subsets():
         if dataset != name:
             continue
-        rows = store.load_predictions(name, subset)
-        for row in rows.values():
-            run.summary.count(row["status"] == PredictionStatus.OK.value, row.get("error_kind"))
-            completion = prediction_from_json(row).completion
-            if completion is not None:  # as recorded: the report eval wrote, written again
-                run.summary.usage.add(MODEL_STEP, cfg.model, completion.usage, billed=True)
         if rescore:  # written aside: the saved reviews stay until every score is in
+            rows = store.load_predictions(name, subset)
+            for row in rows.values():
+                _count(cfg, run, row)
             store.stage_reviews(name, subset)
             await _rescore_subset(store, run, subset, rows.values(), ctx.judge_concurrency, redact)
             continue
-        left_out, missing = _aggregate_subset(store, run, subset, rows)
+        left_out, missing = _aggregate_subset(store, run, subset, _streamed(cfg, store, run, subset))
         stale += left_out
         if missing:
             unscored[subset] = missing
@@ -196,26 +211,50 @@ async def _process_dataset(cfg: TaskConfig, store: RunStore, run: DatasetRun, sk
                                 pricing=cfg.pricing)
 
 
+def _count(cfg: TaskConfig, run: DatasetRun, row: Mapping[str, Any]) -> None:
+    """A saved prediction into the summary: its outcome and, as recorded, its usage."""
+    run.summary.count(row["status"] == PredictionStatus.OK.value, row.get("error_kind"))
+    completion = prediction_from_json(row).completion
+    if completion is not None:  # as recorded: the report eval wrote, written again
+        run.summary.usage.add(MODEL_STEP, cfg.model, completion.usage, billed=True)
+
+
+def _streamed(cfg: TaskConfig, store: RunStore, run: DatasetRun,
+              subset: str) -> dict[int, tuple[int, str | None]]:
+    """A subset's saved predictions, counted into the summary as they are read (streamed,
+    ``store.latest_rows``); kept, by a hash of ``(sample, repeat)``: a hash of the request
+    hash, and the category (a few numbers per prediction, never the rows)."""
+    kept: dict[int, tuple[int, str | None]] = {}
+    path = store.predictions_file(run.name, subset)
+    for _, row in latest_rows(path, "prediction") if path.exists() else ():
+        _count(cfg, run, row)
+        kept[hash((str(row["sample_id"]), int(row.get("repeat", 0))))] = (
+            hash(row["request_hash"]), category_of(row["sample"]["metadata"]))
+    return kept
+
+
 def _aggregate_subset(store: RunStore, run: DatasetRun, subset: str,
-                      rows: Mapping[tuple[str, int], dict[str, Any]]) -> tuple[int, dict[str, int]]:
-    """Add a subset's current saved scores to ``run.acc``; ``(stale scores left out, {"of":
-    predictions, "unscored": predictions missing a score of some configured scorer})``."""
+                      rows: Mapping[int, tuple[int, str | None]]
+                      ) -> tuple[int, dict[str, int]]:
+    """Add a subset's current saved scores (streamed) to ``run.acc``; ``(stale scores left
+    out, {"of": predictions, "unscored": predictions missing a score of some configured
+    scorer})``. ``rows``: each saved prediction's (hashed) request hash and category."""
     keys = scorer_keys(run.scorers)
     stale = 0
-    have: set[tuple[str, int, str]] = set()
-    for review in store.load_reviews(run.name, subset).values():
-        row = rows.get((review.get("sample_id"), review.get("repeat")))
-        if not _current(review, row, keys):
+    have: dict[int, int] = {}  # configured scores per prediction (one line each)
+    path = store.reviews_file(run.name, subset)
+    for _, review in latest_rows(path, "review") if path.exists() else ():
+        key = hash((review.get("sample_id"), review.get("repeat")))
+        row = rows.get(key)
+        if not _current(review, row[0] if row else None, keys):
             stale += 1
             continue
         score = score_from_json(review)
-        have.add((score.sample_id, score.repeat, score.scorer))
-        category = category_of(row["sample"]["metadata"]) if row else None
-        run.acc.add(subset, score, keys[score.scorer], category)
+        have[key] = have.get(key, 0) + 1
+        run.acc.add(subset, score, keys[score.scorer], row[1] if row else None)
         if score.usage:
             run.summary.usage.add_calls(score.usage)
-    missing = sum(1 for sid, repeat in rows
-                  if any((sid, repeat, s.name) not in have for s in run.scorers))
+    missing = sum(1 for key in rows if have.get(key, 0) < len(run.scorers))
     return stale, ({"of": len(rows), "unscored": missing} if missing else {})
 
 
@@ -230,7 +269,7 @@ def _note_unscored(summary: Summary, store: RunStore, name: str,
             f"run groundscope score {store.run_dir}")
 
 
-def _current(review: Mapping[str, Any], row: Mapping[str, Any] | None,
+def _current(review: Mapping[str, Any], request_hash: int | None,
              keys: Mapping[str, tuple[str, ...]]) -> bool:
     """Whether a saved score counts in the report, as it would in the run: its scorer is
     configured now, and it scored the saved prediction (same request hash; a group score
@@ -240,7 +279,7 @@ def _current(review: Mapping[str, Any], row: Mapping[str, Any] | None,
     digest = review.get("request_hash")
     if digest == GROUP_REQUEST_HASH:
         return True
-    return row is not None and digest == row.get("request_hash")
+    return request_hash is not None and isinstance(digest, str) and hash(digest) == request_hash
 
 
 async def _rescore_subset(store: RunStore, run: DatasetRun, subset: str,

@@ -26,6 +26,7 @@ from groundscope.fileio import read_regular
 from groundscope.runlock import LOCK_FILE
 
 RUN_MARKER = "groundscope-run"  # config.json's "format"
+MERGING_FILE = ".merge-unfinished"  # a merged run being written: removed once merge.json is
 CONFIG_FILE = "config.json"
 _LEGACY_KEYS = frozenset({"model", "datasets", "dataset_args", "work_dir"})
 _LEFTOVERS = frozenset({LOCK_FILE, "logs"})  # what a run leaves before its config is written
@@ -71,6 +72,16 @@ def read_run_config(run_dir: Path) -> dict[str, Any]:
         raise StoreError(f"{path}: not a groundscope run config (no \"format\": "
                          f"\"{RUN_MARKER}\" and not the shape of one)")
     return data
+
+
+def check_not_merging(run_dir: Path) -> None:
+    """``StoreError`` (one line) for a run ``groundscope merge`` is still writing, or was
+    killed while writing (``MERGING_FILE`` is there until its completion marker,
+    ``merge.json``, is written): it holds part of the shards' rows and is no run to read."""
+    if (run_dir / MERGING_FILE).exists() or (run_dir / MERGING_FILE).is_symlink():
+        raise StoreError(f"{run_dir}: an unfinished groundscope merge (stopped before it wrote "
+                         "merge.json, its completion marker): it holds only part of the "
+                         "shards' rows; delete it and run groundscope merge again")
 
 
 def _read_config(path: Path) -> bytes:

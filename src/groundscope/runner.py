@@ -55,6 +55,7 @@ from groundscope.plan import (
     planned_records,
     run_media_roots,
 )
+from groundscope.planid import PlanRecorder
 from groundscope.progress import Expected, Progress
 from groundscope.redaction import Redactor
 from groundscope.report.build import build_dataset_report, write_page
@@ -254,12 +255,26 @@ class Runner:
         (``Expected``) and exact once the stream ends."""
         dealer = Dealer.of(self.cfg.shard)  # a shard reads every record, asks its own
         expected = self._progress.expected
+        plan = PlanRecorder(self.run_dir) if dealer else None  # what merge checks shards by
+        try:
+            yield from self._dealt(dealer, plan)
+            if plan:
+                plan.finish()
+        finally:
+            if plan:
+                plan.close()
+        expected.finish()
+
+    def _dealt(self, dealer: Dealer | None, plan: PlanRecorder | None) -> Iterator[Item]:
+        expected = self._progress.expected
         for run in self.datasets:
             seen: dict[str, str] = {}  # ids are unique per subset (its outputs are its own)
             current = origin = None
             for subset, loaded in iter_samples(self.cfg, run, strict=self.cfg.strict):
                 if subset != current:
                     current, seen = subset, {}
+                if plan:
+                    plan.add(run.name, subset, loaded)
                 mine = dealer is None or dealer.owns(*_deal_key(run.name, subset, loaded))
                 if isinstance(loaded, RecordError):
                     if mine:
@@ -281,7 +296,6 @@ class Runner:
                     continue
                 for repeat in range(self.cfg.repeats):
                     yield Item(run, subset, loaded, repeat)
-        expected.finish()
 
     def _skip(self, run: DatasetRun, subset: str, problem: str) -> None:
         run.summary.skipped += 1

@@ -35,7 +35,7 @@ import os
 import re
 import shutil
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +45,9 @@ import yaml
 from groundscope.compat import default_model_id
 from groundscope.errors import ConfigError, StoreError
 from groundscope.fileio import atomic_write, check_no_symlink_dirs, fsync_dir, within, write_error
-from groundscope.jsonl import Shard
+from groundscope.jsonl import Shard, read_jsonl_numbered
 from groundscope.rowcodec import prediction_row, review_row, skipped_row
-from groundscope.rows import KEYS, Kind, encode_row, read_rows
+from groundscope.rows import KEYS, Kind, encode_row, read_rows, read_rows_numbered
 from groundscope.rundir import RUN_MARKER, check_fresh_run_dir, resume_target
 from groundscope.runlock import lock_dir, unlock_dir
 from groundscope.types import Prediction, Sample, Score
@@ -360,3 +360,20 @@ class RunStore:
                 found.append((row["dataset"], row["subset"]))
                 break
         return found
+
+
+def _row_key(row: Mapping[str, Any], fields: tuple[str, ...]) -> int:
+    return hash(tuple(str(row.get(f, 0 if f == "repeat" else None)) for f in fields))
+
+
+def latest_rows(path: Path, kind: Kind) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, row)`` of each key's last line in ``path`` (a later line supersedes
+    an earlier one, as in :meth:`RunStore.load_predictions`), in file order, each checked
+    as ``rows.read_rows`` checks it. Streamed: two passes over the file (the first parses
+    only, for each key's last line number), so memory holds one number per key, never the
+    rows (``groundscope merge`` and ``report`` on shards of any size)."""
+    fields = KEYS[kind]
+    last = {_row_key(raw, fields): lineno for lineno, raw in read_jsonl_numbered(path)}
+    for lineno, row in read_rows_numbered(path, kind):
+        if last.get(_row_key(row, fields)) == lineno:
+            yield lineno, row
