@@ -28,7 +28,7 @@ from groundscope.configfile import read_json_file
 from groundscope.errors import ConfigError, RecordError, StoreError
 from groundscope.fileio import atomic_write, open_regular, write_error
 from groundscope.media import fingerprint
-from groundscope.store import sample_to_json
+from groundscope.rowcodec import sample_to_json
 from groundscope.types import MediaPart, Sample
 
 PLAN_FILE = "plan.json"
