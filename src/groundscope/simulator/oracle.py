@@ -17,6 +17,7 @@ import orjson
 from groundscope import media
 from groundscope.errors import MediaError
 from groundscope.simulator.faults import MALFORMED_BODIES
+from groundscope.simulator.gateway import GATEWAY_STYLES
 from groundscope.simulator.wire import Behaviour, Responder, SimReply, SimRequest, bytes_id
 from groundscope.types import AnswerKind, MediaRef, Sample, TextPart
 
@@ -52,7 +53,9 @@ class SimBehaviour:
     ``context_length_exceeded`` error, like a real endpoint. The hostile knobs
     (``malformed_body``, ``reply_bytes``, ``reply_gzip``, ``reply_chunked``,
     ``declared_length``, ``header_bytes``, ``redirect_to``, ``echo_key``) are described in
-    ``faults.py``; a provider's limits (``rpm``, ``tpm``, ``max_in_flight``) in ``limits.py``.
+    ``faults.py``; a provider's limits (``rpm``, ``tpm``, ``max_in_flight``) in ``limits.py``;
+    how a gateway passes their headers on (``gateway``) and the served ``models`` in
+    ``gateway.py``.
     """
 
     accuracy: float = 1.0
@@ -79,6 +82,8 @@ class SimBehaviour:
     rpm: int | None = None
     tpm: int | None = None
     max_in_flight: int | None = None
+    gateway: str = "openai"
+    models: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("rpm", "tpm", "max_in_flight"):
@@ -94,6 +99,8 @@ class SimBehaviour:
             raise ValueError(f"malformed_body must be 'each' or one of {', '.join(MALFORMED_BODIES)}")
         if self.echo_key not in (None, "error", "reply"):
             raise ValueError("echo_key must be 'error' or 'reply'")
+        if self.gateway not in GATEWAY_STYLES:
+            raise ValueError(f"gateway must be one of {', '.join(GATEWAY_STYLES)}")
 
     @property
     def streams_reply(self) -> bool:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import logging
 import socket
@@ -44,6 +45,7 @@ from groundscope.simulator.faults import (
     hostile_reply,
     malformed_kind,
 )
+from groundscope.simulator.gateway import check_model, gateway_middleware, model_list
 from groundscope.simulator.grounding import sim_responders
 from groundscope.simulator.limits import ProviderLimits, reserved
 from groundscope.simulator.oracle import (
@@ -176,15 +178,6 @@ class SimulatorServer:
 
     # ------------------------------------------------------------ handlers
 
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
-        return await self._serve(CHAT, request)
-
-    async def _messages(self, request: web.Request) -> web.StreamResponse:
-        return await self._serve(MESSAGES, request)
-
-    async def _responses(self, request: web.Request) -> web.StreamResponse:
-        return await self._serve(RESPONSES, request)
-
     async def _serve(self, api: SimAPI, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()  # the latency counts from here: parsing is part of it
         raw = await request.read()
@@ -195,10 +188,12 @@ class SimulatorServer:
             chat = api.to_chat(body, request.headers)
             texts, ids, stripped, tokens = parse_messages(chat.get("messages"))
             check_params(chat)
+            check_model(chat, self.behaviour.models)
         except (orjson.JSONDecodeError, BadRequest) as err:
-            msg = str(err) if isinstance(err, BadRequest) else "could not parse the JSON body"
-            self._record(request, 400, key=None, attempt=0, fault=None, error=msg, api=api.name)
-            return api.error(400, msg, "invalid_request_error", getattr(err, "code", None),
+            msg, status = (str(err), err.status) if isinstance(err, BadRequest) else (
+                "could not parse the JSON body", 400)
+            self._record(request, status, key=None, attempt=0, fault=None, error=msg, api=api.name)
+            return api.error(status, msg, "invalid_request_error", getattr(err, "code", None),
                              getattr(err, "param", None))
         key = oracle_key(texts, ids)
         with self._lock:
@@ -298,9 +293,7 @@ class SimulatorServer:
 
     async def _models(self, request: web.Request) -> web.Response:
         self._record(request, 200, key=None, attempt=0, fault=None)
-        model = {"id": self.model, "object": "model", "created": 0,
-                 "owned_by": "groundscope-simulator"}
-        return json_response({"object": "list", "data": [model]})
+        return json_response(model_list(self.behaviour.models, self.model))
 
     async def _sim_requests(self, request: web.Request) -> web.Response:
         return json_response(self.requests())
@@ -318,11 +311,11 @@ class SimulatorServer:
     # ------------------------------------------------------------ lifecycle
 
     def _app(self) -> web.Application:
-        app = web.Application(client_max_size=512 * 1024**2)
-        handlers = {CHAT: self._chat, MESSAGES: self._messages, RESPONSES: self._responses}
-        for api, handler in handlers.items():
+        restyle = gateway_middleware(self.behaviour.gateway)  # its rate headers (gateway.py)
+        app = web.Application(client_max_size=512 * 1024**2, middlewares=[restyle])
+        for api in (CHAT, MESSAGES, RESPONSES):
             for route in api.routes:
-                app.router.add_post(route, handler)
+                app.router.add_post(route, functools.partial(self._serve, api))
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/_sim/requests", self._sim_requests)
         app.router.add_get("/_sim/bodies", self._sim_bodies)

@@ -65,7 +65,9 @@ Responder = Callable[[SimRequest], SimReply | None]
 
 
 class BadRequest(Exception):
-    """An invalid request: becomes an OpenAI-style 400."""
+    """An invalid request: becomes an OpenAI-style 400 (a subclass may set another status)."""
+
+    status = 400
 
     def __init__(self, message: str, code: str | None = None, param: str | None = None):
         super().__init__(message)
