@@ -46,6 +46,7 @@ from groundscope.simulator.faults import (
     malformed_kind,
 )
 from groundscope.simulator.gateway import check_model, gateway_middleware, model_list
+from groundscope.simulator.generation import fit
 from groundscope.simulator.grounding import sim_responders
 from groundscope.simulator.limits import ProviderLimits, reserved
 from groundscope.simulator.oracle import (
@@ -243,7 +244,7 @@ class SimulatorServer:
             self._record(request, 400, fault=fault, error=msg, **info)
             return api.error(400, msg, "invalid_request_error", "context_length_exceeded",
                              "messages")
-        reply = next(r for r in (f(req) for f in self.responders) if r is not None)
+        reply = fit(req.body, next(r for r in (f(req) for f in self.responders) if r is not None))
         self._record(request, 200, fault=fault, **info)
         info["completion_tokens"] = max(1, -(-len(reply.content) // 4))
         if self.behaviour.echo_key == "reply":
