@@ -59,6 +59,7 @@ from groundscope.simulator.oracle import (
     oracle_responder,
     sample_media_id,
 )
+from groundscope.simulator.stream import reply_response
 from groundscope.simulator.wire import (
     BadRequest,
     Responder,
@@ -250,8 +251,8 @@ class SimulatorServer:
         if self.behaviour.echo_key == "reply":
             reply, model = echo_reply(reply, req.body["model"], credential_header(request))
             req = dataclasses.replace(req, body={**req.body, "model": model})
-        return json_response(api.reply(req, reply, tokens),
-                             headers=self.limits.headers(self.clock()))
+        return reply_response(api.name, req.body, api.reply(req, reply, tokens),
+                              self.limits.headers(self.clock()))  # JSON, or SSE (stream.py)
 
     async def _hang(self, request: web.Request, info: dict[str, Any]) -> bool:
         """Hold the response for ``hang_s``; False if the server is stopping meanwhile.

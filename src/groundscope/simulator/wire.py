@@ -149,11 +149,11 @@ def parse_messages(messages: Any) -> tuple[list[str], list[str], list[Any], int]
 
 
 def check_params(body: Mapping[str, Any]) -> None:
-    """Reject what a real endpoint rejects: no model, streaming, out-of-range settings."""
+    """Reject what a real endpoint rejects: no model, out-of-range settings."""
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise BadRequest("you must provide a model parameter", param="model")
-    if body.get("stream"):
-        raise BadRequest("streaming is not supported by the simulator", param="stream")
+    if body.get("stream") not in (None, True, False):
+        raise BadRequest("Invalid 'stream': expected a boolean.", param="stream")
     for name, low, high in (("temperature", 0.0, 2.0), ("top_p", 0.0, 1.0)):
         value = body.get(name)
         if value is not None and (
