@@ -7,6 +7,8 @@ Run by hand (not part of the test suite)::
     python benchmarks/bench_rate_limits.py --part inflight --max-in-flight 8 --seconds 30
     python benchmarks/bench_rate_limits.py --part rpm --no-client-limit --seconds 180
                                                            # headers only (N > the first minute's)
+    python benchmarks/bench_rate_limits.py --part gateways --rpm 120 --seconds 30
+                                                           # each gateway style (simulator/gateway.py)
 
 The simulator (in this process, its own thread and loop) answers with ``--latency-ms`` and
 limits requests to ``--rpm`` a minute (part ``rpm``) or ``--max-in-flight`` at once (part
