@@ -157,3 +157,16 @@ def test_rate_limit_budget_is_a_bounded_setting() -> None:
     ns = build_parser().parse_args(["eval", "--datasets", "general_vqa", "--model", "m",
                                     "--rate-limit-budget", "90"])
     assert eval_config(ns)["rate_limit_budget"] == 90.0
+
+
+async def test_a_limit_named_only_on_429s_is_learned_as_the_rate() -> None:
+    """Headers only on 429s: the limit a 429 names (``x-ratelimit-limit-requests``) paces
+    the client as ``--rpm`` would, so the 429 is not met again on every request."""
+    clock = FakeClock()
+    sim = _sim(clock, rpm=6, gateway="on_429")
+    async with sim:
+        client = ChatClient(sim.base_url, "m", retry=NO_WAIT,
+                            gate=RateGate(8, clock=clock, sleep=clock.sleep))
+        await _run(client, 16)
+        seen = [r["status"] for r in sim.requests()]
+    assert seen.count(200) == 16 and seen.count(429) <= 2

@@ -25,7 +25,9 @@ request waits out (``Retry-After``, ``retry-after-ms``, ``x-ratelimit-reset-*``;
 ``x-ratelimit-remaining-*`` of 0 pauses before the 429 comes, for its reset or, without
 one, for ``60 / x-ratelimit-limit-requests`` seconds).
 
-Gateways pass a provider's headers on under a prefix: LiteLLM's ``llm_provider-`` names
+A client not told ``rpm`` takes the ``x-ratelimit-limit-requests`` a reply names as its
+request rate (a gateway may name it only on its 429s). Gateways pass a provider's headers
+on under a prefix: LiteLLM's ``llm_provider-`` names
 (``llm_provider-retry-after``, ``llm_provider-x-ratelimit-reset-requests``, ...) are read
 where the plain name is absent (:data:`GATEWAY_PREFIXES`).
 """
@@ -404,6 +406,8 @@ class RateLimiter:
         """A request ended: ``status`` (None: no reply), its rate headers, the tokens its
         ``usage`` reports. ``rate_limit=False`` for a 429 that is not one (a quota)."""
         self.in_flight = max(0, self.in_flight - 1)
+        if self.requests is None and headers.limit_requests:  # learned: as if told --rpm
+            self.requests = TokenBucket(headers.limit_requests)
         if headers.remaining_requests is not None:  # less those sent after this one
             self.allowance = headers.remaining_requests - (self.admitted - ticket.seq - 1)
             reset = headers.reset_requests
