@@ -44,13 +44,14 @@ import aiohttp
 import orjson
 from pydantic import SecretStr
 
+from groundscope.client.charge import estimate_tokens
 from groundscope.client.fetch import MediaFetcher
 from groundscope.client.gate import QUOTA_KINDS, Gate, Outcome, RateGate
 from groundscope.client.http_errors import truncate
 from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES, ERROR_BODY_BYTES, HEADER_LIMITS, read_body
 from groundscope.client.mediaprep import prepare_messages
 from groundscope.client.openai import CHAT
-from groundscope.client.ratelimit import estimate_tokens, retry_after
+from groundscope.client.ratelimit import retry_after
 from groundscope.client.retry import OnRetry, RetryPolicy, call_with_retry
 from groundscope.client.wire import WireAPI
 from groundscope.errors import ModelError, ResponseError, RetryableError
