@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from api_support import Scripted
+from groundscope.client.charge import estimate_tokens
 from groundscope.client.chat import ChatClient
 from groundscope.client.gate import Outcome, RateGate
 from groundscope.client.ratelimit import (
@@ -23,7 +24,6 @@ from groundscope.client.ratelimit import (
     RateHeaders,
     RateLimiter,
     TokenBucket,
-    estimate_tokens,
     parse_duration,
 )
 from groundscope.client.retry import RetryPolicy

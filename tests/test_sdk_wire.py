@@ -218,3 +218,34 @@ def test_responses_requests_validate_against_the_sdk_params(tmp_path: Path) -> N
                                                          "data:image/png;base64,"))
                     assert part["detail"] in ("auto", "high")  # the record's own, else auto
     assert len(server.seen) == 5 and images >= 3
+
+
+# ------------------------------------------------------------------ (c) stream: true, as SSE
+
+
+async def test_the_sdks_consume_the_simulators_streams() -> None:
+    """``stream: true`` is answered with each API's server-sent events, which the official
+    SDKs' stream readers accumulate into the same answer as the plain reply."""
+    _, respond = seen_by({"What is it?": SimReply("A brown dog on green grass, running.",
+                                                  reasoning="Fur, four legs, a tail.")})
+    ask = [{"role": "user", "content": "What is it?"}]
+    async with SimulatorServer(responders=[respond]) as url:
+        oa = openai.AsyncOpenAI(base_url=url, api_key=KEY, max_retries=0)
+        an = anthropic.AsyncAnthropic(base_url=url.removesuffix("/v1"), api_key=KEY,
+                                      max_retries=0)
+        async with oa, an:
+            chunks = [c async for c in await oa.chat.completions.create(
+                model="gpt-sim", messages=ask, stream=True,
+                stream_options={"include_usage": True})]
+            async with an.messages.stream(model="claude-sim", max_tokens=64,
+                                          messages=ask) as stream:
+                message = await stream.get_final_message()
+            async with oa.responses.stream(model="gpt-sim", input="What is it?") as stream:
+                response = await stream.get_final_response()
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "A brown dog on green grass, running."
+    assert chunks[-1].usage is not None and chunks[-2].choices[0].finish_reason == "stop"
+    assert [b.type for b in message.content] == ["thinking", "text"]
+    assert message.content[1].text == text and message.stop_reason == "end_turn"
+    assert message.content[0].thinking == "Fur, four legs, a tail."
+    assert response.output_text == text and response.status == "completed"

@@ -308,7 +308,7 @@ def test_threaded_server_endpoints_and_records(samples: list[Sample]) -> None:
         (None, b"{not json", "could not parse"),
         (None, b"[1, 2]", "JSON object"),
         ({"model": "m", "messages": []}, None, "non-empty"),
-        (chat("x") | {"stream": True}, None, "streaming"),
+        (chat("x") | {"stream": "yes"}, None, "stream"),  # stream: true is served (SSE)
         ({"messages": [{"role": "user", "content": "x"}]}, None, "model parameter"),
         (
             {"model": "m", "messages": [{"role": "user", "content": [{"type": "pdf"}]}]},

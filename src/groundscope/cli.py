@@ -149,7 +149,7 @@ def _sim_behaviour(ns: argparse.Namespace) -> SimBehaviour:
                         reply_chunked=ns.reply_chunked, declared_length=ns.declared_length,
                         header_bytes=ns.header_bytes, redirect_to=ns.redirect_to,
                         echo_key=ns.echo_key, rpm=ns.rpm, tpm=ns.tpm,
-                        max_in_flight=ns.max_in_flight)
+                        max_in_flight=ns.max_in_flight, gateway=ns.gateway, models=ns.models)
 
 
 def _cmd_simulate(ns: argparse.Namespace) -> int:

@@ -151,6 +151,9 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
       help="seconds before the first retry, doubled each time, jittered (default 0.5)")
     a("--retry-max-delay", type=float, default=_S,
       help="cap on one retry delay, Retry-After included (default 30)")
+    a("--rate-limit-budget", type=float, default=_S, metavar="SECONDS",
+      help="retry a rate-limited (429) request for up to this long, past --max-retries "
+           "(default 300; 0: count retries only)")
     a("--max-image-pixels", type=int, default=_S,
       help="larger images are refused: a decompression-bomb guard (default: Pillow's, ~89.5M)")
     a("--video-frames", type=int, default=_S, metavar="N",
@@ -235,11 +238,24 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--tpm", type=int, default=None, help="answer 429 over this many tokens a minute")
     sim.add_argument("--max-in-flight", type=int, default=None,
                      help="answer 429 to a request while this many are in flight")
+    sim.add_argument("--gateway", default="openai",
+                     choices=["openai", "litellm", "limit_only", "on_429", "hintless"],
+                     help="pass the rate-limit headers on as this gateway does (simulator/gateway.py)")
+    sim.add_argument("--models", type=_names, default=(), metavar="A,B",
+                     help="serve only these model names (another is a 404; GET /v1/models lists them)")
     for kind in ("429", "500", "timeout", "malformed", "disconnect"):
         sim.add_argument(f"--rate-{kind}", type=float, default=0.0,
                          help=f"share of requests answered with a {kind} fault")
     _add_hostile_flags(sim)
     return parser
+
+
+def _names(text: str) -> tuple[str, ...]:
+    """A comma-separated list of names (``--models a,b``): at most 64, each 1..256 characters."""
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names or len(names) > 64 or any(len(n) > 256 for n in names):
+        raise argparse.ArgumentTypeError("expected 1 to 64 comma-separated names")
+    return names
 
 
 def _add_hostile_flags(sim: argparse.ArgumentParser) -> None:

@@ -248,6 +248,8 @@ class TaskConfig(_Strict):
     max_retries: int = Field(default=5, ge=0, le=100)
     retry_base_delay: float = Field(default=0.5, ge=0.0, le=3600.0)
     retry_max_delay: float = Field(default=30.0, ge=0.0, le=3600.0)
+    # seconds a rate-limited (429) request is retried for, past max_retries (client/retry.py)
+    rate_limit_budget: float = Field(default=300.0, ge=0.0, le=86_400.0)
     max_image_pixels: int = Field(default=DEFAULT_MAX_PIXELS, ge=1, le=2**31 - 1)
     # what the endpoint accepts (media/settings.py): a video as N frames (0: the video itself),
     # at video_fps (else evenly); images downscaled to a side / bytes; audio converted to wav

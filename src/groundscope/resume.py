@@ -24,7 +24,8 @@ log = logging.getLogger("groundscope")
 _EXECUTION_KEYS = frozenset({
     "use_cache", "work_dir", "no_timestamp", "debug", "schema_version", "format", "strict",
     "ignore_errors", "max_error_rate", "timeout", "max_retries", "retry_base_delay",
-    "retry_max_delay", "eval_batch_size", "judge_concurrency", "api_url", "api_key",
+    "retry_max_delay", "rate_limit_budget", "eval_batch_size", "judge_concurrency", "api_url",
+    "api_key",
     "media_roots",
     "max_response_bytes",
     "executor", "ray_address", "workers",  # local or Ray: the same results (scaleout/)

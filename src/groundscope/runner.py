@@ -210,7 +210,8 @@ class Runner:
             api_url or "", cfg.model, api_key=cfg.api_key,
             generation_config=cfg.generation_config, timeout=cfg.timeout,
             retry=RetryPolicy(max_retries=cfg.max_retries, base_delay=cfg.retry_base_delay,
-                              max_delay=cfg.retry_max_delay),
+                              max_delay=cfg.retry_max_delay,
+                              rate_limit_budget=cfg.rate_limit_budget),
             concurrency=cfg.eval_batch_size, max_response_bytes=cfg.max_response_bytes,
             wire=wire_api(api), gate=gate, key_source=self.key_source,
         )

@@ -45,6 +45,7 @@ import aiohttp
 import orjson
 from pydantic import SecretStr
 
+from groundscope.client.charge import estimate_tokens
 from groundscope.client.fetch import MediaFetcher
 from groundscope.client.first_errors import (
     MODELS_BODY_BYTES,
@@ -59,7 +60,7 @@ from groundscope.client.http_errors import truncate
 from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES, ERROR_BODY_BYTES, HEADER_LIMITS, read_body
 from groundscope.client.mediaprep import prepare_messages
 from groundscope.client.openai import CHAT
-from groundscope.client.ratelimit import estimate_tokens, retry_after
+from groundscope.client.ratelimit import retry_after
 from groundscope.client.retry import OnRetry, RetryPolicy, call_with_retry
 from groundscope.client.wire import WireAPI
 from groundscope.errors import ModelError, ResponseError, RetryableError
@@ -191,7 +192,7 @@ class ChatClient:
             report(attempt, error, delay)
 
         completion, _ = await call_with_retry(lambda: self._post(body, tokens), self.retry,
-                                              on_retry=retried)
+                                              on_retry=retried, clock=self.clock)
         return completion
 
     async def _post(self, body: bytes, tokens: int) -> Completion:
@@ -242,14 +243,17 @@ class ChatClient:
     @property
     def throttled_limit(self) -> float:
         """How long an endpoint may answer only 429 before requests to it fail: ten of the
-        longest waits the retry policy allows, at least :data:`THROTTLED_FLOOR_S`."""
-        return max(THROTTLED_FLOOR_S, 10 * self.retry.max_delay)
+        longest waits the retry policy allows, at least :data:`THROTTLED_FLOOR_S` and the
+        policy's ``rate_limit_budget``."""
+        return max(THROTTLED_FLOOR_S, 10 * self.retry.max_delay, self.retry.rate_limit_budget)
 
     def _error(self, status: int, raw: bytes, headers: Mapping[str, str]) -> ModelError:
-        """A non-200 reply's error; ``retry-after-ms`` counts too; a spent quota is kept."""
+        """A non-200 reply's error; ``retry-after-ms`` and a gateway's prefixed hints count
+        too; a spent quota is kept."""
         err = self.wire.error(status, raw, headers.get("retry-after"), self.redactor.redact)
-        if isinstance(err, RetryableError) and "retry-after-ms" in headers:
-            err.retry_after = retry_after(headers, time.time())
+        if isinstance(err, RetryableError):
+            hint = retry_after(headers, time.time())
+            err.retry_after = hint if hint is not None else err.retry_after
         if isinstance(err, ResponseError) and err.kind in QUOTA_KINDS and self._spent is None:
             self._spent = err
             log.error("%s: %s", self.api_url, err)

@@ -18,9 +18,18 @@ must be finite and non-negative, and every pause they ask for is capped at
 A limiter keeps, per endpoint, a request bucket (``rpm``), a token bucket (``tpm``; a
 request is charged its estimate before sending, corrected from ``usage`` after), an
 in-flight limit cut by 0.7 on a 429 that grows back by one per ``limit`` successes
-(AIMD), no more requests than the last ``x-ratelimit-remaining-requests`` allows, and a
-pause every request waits out (``Retry-After``, ``retry-after-ms``,
-``x-ratelimit-reset-*``; a ``x-ratelimit-remaining-*`` of 0 pauses before the 429 comes).
+(AIMD), no more requests than the last ``x-ratelimit-remaining-requests`` allows (a count
+that expires at its reset, or after :data:`ALLOWANCE_TTL_S` without one, so a stale 0 from
+a 429 cannot serialise a run whose other replies carry no headers), and a pause every
+request waits out (``Retry-After``, ``retry-after-ms``, ``x-ratelimit-reset-*``; a
+``x-ratelimit-remaining-*`` of 0 pauses before the 429 comes, for its reset or, without
+one, for ``60 / x-ratelimit-limit-requests`` seconds).
+
+A client not told ``rpm`` takes the ``x-ratelimit-limit-requests`` a reply names as its
+request rate (a gateway may name it only on its 429s). Gateways pass a provider's headers
+on under a prefix: LiteLLM's ``llm_provider-`` names
+(``llm_provider-retry-after``, ``llm_provider-x-ratelimit-reset-requests``, ...) are read
+where the plain name is absent (:data:`GATEWAY_PREFIXES`).
 """
 
 from __future__ import annotations
@@ -30,17 +39,12 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 MAX_HEADER_CHARS = 64
 MAX_PAUSE_S = 120.0  # the OpenAI SDK's own bound on a Retry-After it honours
-IMAGE_TOKENS = 765  # an image at detail high/auto: 1024x1024 by OpenAI's tile formula
-LOW_DETAIL_TOKENS = 85
-AUDIO_TOKENS_PER_KB = 1  # audio: ~10 tokens a second; 16 kHz wav is 32 KB a second
+ALLOWANCE_TTL_S = 1.0  # how long a remaining count without a reset is believed
+GATEWAY_PREFIXES = ("llm_provider-",)  # LiteLLM's prefix for the provider's own headers
 _MAX_COUNT = 10**12
-_TEXT_KEYS = frozenset({"text", "content", "system", "instructions", "input", "arguments"})
-_IMAGE_TYPES = frozenset({"image_url", "image", "input_image"})
-_OUTPUT_KEYS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)(h|ms|us|µs|ns|m|s))+")
 _PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|us|µs|ns|m|s)")
 _UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
@@ -89,13 +93,27 @@ def parse_count(value: object) -> int | None:
     return count if count <= _MAX_COUNT else None
 
 
+def header(headers: Mapping[str, str], name: str) -> str | None:
+    """The header ``name`` (lower case), else a gateway's prefixed copy of it.
+
+    >>> header({"llm_provider-retry-after": "2"}, "retry-after")
+    '2'
+    """
+    value = headers.get(name)
+    if value is None:
+        value = next((v for p in GATEWAY_PREFIXES if (v := headers.get(p + name)) is not None),
+                     None)
+    return value
+
+
 def retry_after(headers: Mapping[str, str], wall: float) -> float | None:
     """Seconds a reply asks to wait: ``retry-after-ms``, else ``retry-after`` as seconds or
-    as an HTTP date (the OpenAI and Anthropic SDKs' order); None if absent or invalid."""
-    ms = parse_seconds(headers.get("retry-after-ms"))
+    as an HTTP date (the OpenAI and Anthropic SDKs' order), each plain or gateway-prefixed;
+    None if absent or invalid."""
+    ms = parse_seconds(header(headers, "retry-after-ms"))
     if ms is not None:
         return ms / 1000.0
-    raw = headers.get("retry-after")
+    raw = header(headers, "retry-after")
     seconds = parse_seconds(raw)
     if seconds is not None or _short(raw) is None:
         return seconds
@@ -125,25 +143,30 @@ class RateHeaders:
     @classmethod
     def read(cls, headers: Mapping[str, str], wall: float) -> RateHeaders:
         """The headers of one reply (lower-cased names), each parsed within bounds."""
-        x = "x-ratelimit-"
+        def x(name: str) -> str | None:
+            return header(headers, "x-ratelimit-" + name)
+
         return cls(
             retry_after=retry_after(headers, wall),
-            limit_requests=parse_count(headers.get(x + "limit-requests")),
-            limit_tokens=parse_count(headers.get(x + "limit-tokens")),
-            remaining_requests=parse_count(headers.get(x + "remaining-requests")),
-            remaining_tokens=parse_count(headers.get(x + "remaining-tokens")),
-            reset_requests=parse_duration(headers.get(x + "reset-requests")),
-            reset_tokens=parse_duration(headers.get(x + "reset-tokens")),
+            limit_requests=parse_count(x("limit-requests")),
+            limit_tokens=parse_count(x("limit-tokens")),
+            remaining_requests=parse_count(x("remaining-requests")),
+            remaining_tokens=parse_count(x("remaining-tokens")),
+            reset_requests=parse_duration(x("reset-requests")),
+            reset_tokens=parse_duration(x("reset-tokens")),
         )
 
     def _unit_wait(self, kind: str) -> float | None:
         """Until one more request / a minute's share of tokens returns when ``kind`` is
-        exhausted (remaining 0): the reset, or less when the limit tells the refill rate."""
+        exhausted (remaining 0): the reset, or less when the limit tells the refill rate;
+        without a reset, a request limit's refill of one (60 / limit seconds)."""
         remaining = getattr(self, f"remaining_{kind}")
         reset = getattr(self, f"reset_{kind}")
-        if remaining != 0 or reset is None:
-            return None
         limit = getattr(self, f"limit_{kind}")
+        if remaining != 0:
+            return None
+        if reset is None:
+            return 60.0 / limit if limit and kind == "requests" else None
         return min(reset, 60.0 / limit) if limit else reset
 
     def pause(self, rate_limited: bool) -> float:
@@ -164,56 +187,6 @@ class RateHeaders:
         else:
             wait = 0.0
         return min(wait, MAX_PAUSE_S)
-
-
-# ---------------------------------------------------------------- token estimate
-
-
-def _walk(node: Any, key: str, counts: list[int], depth: int) -> None:
-    if depth > 64:
-        return
-    if isinstance(node, str):
-        if key in _TEXT_KEYS:
-            counts[0] += len(node)
-        elif key == "data" and len(node) > 256:  # base64 audio (images are counted as parts)
-            counts[2] += len(node)
-        return
-    if isinstance(node, Mapping):
-        kind = node.get("type")
-        if kind in _IMAGE_TYPES:
-            inner = node.get("image_url")
-            detail = inner.get("detail") if isinstance(inner, Mapping) else node.get("detail")
-            counts[1] += LOW_DETAIL_TOKENS if detail == "low" else IMAGE_TOKENS
-            return
-        for k, v in node.items():
-            _walk(v, str(k), counts, depth + 1)
-    elif isinstance(node, list | tuple):
-        for v in node:
-            _walk(v, key, counts, depth + 1)
-
-
-def estimate_tokens(body: Mapping[str, Any]) -> int:
-    """The tokens a request body will be charged, as OpenAI counts TPM before sending: text
-    characters / 4, a per-image estimate (85 at ``detail: low``, else 765), audio by size,
-    plus the output reserved (``max_completion_tokens`` / ``max_tokens`` /
-    ``max_output_tokens``), times ``n``.
-
-    >>> estimate_tokens({"messages": [{"role": "user", "content": "x" * 400}], "max_tokens": 50})
-    150
-    """
-    counts = [0, 0, 0]
-    for k, v in body.items():
-        if k not in _OUTPUT_KEYS:
-            _walk(v, str(k), counts, 0)
-    prompt = math.ceil(counts[0] / 4) + counts[1] + AUDIO_TOKENS_PER_KB * (counts[2] // 1365)
-    reserved = next((v for k in _OUTPUT_KEYS if _is_count(v := body.get(k))), 0)
-    n = body.get("n")
-    copies = min(n, 128) if _is_count(n) and n >= 1 else 1
-    return min(copies * (prompt + int(reserved)), _MAX_COUNT)
-
-
-def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _MAX_COUNT
 
 
 # ---------------------------------------------------------------- the limiter
@@ -340,6 +313,7 @@ class RateLimiter:
         self.rate_limited = 0
         self.probing = False  # after a pause: one request at a time until one goes through
         self.allowance: int | None = None  # requests the endpoint said are left, less those sent
+        self.allowance_until = 0.0  # when that count expires (its reset, or ALLOWANCE_TTL_S)
         self.admitted = 0
 
     def wait(self, tokens: float, now: float) -> float | None:
@@ -349,6 +323,8 @@ class RateLimiter:
             return self.paused_until - now
         if self.in_flight >= (1 if self.probing else self.concurrency.limit):
             return None
+        if self.allowance is not None and now >= self.allowance_until:
+            self.allowance = None  # stale: no reply has told a newer count
         if self.allowance is not None and self.allowance <= 0 and self.in_flight:
             return None  # none left: wait for a reply to say how many are now
         waits = [b.wait(cost, now) for b, cost in ((self.requests, 1.0), (self.tokens, tokens))
@@ -373,8 +349,13 @@ class RateLimiter:
         """A request ended: ``status`` (None: no reply), its rate headers, the tokens its
         ``usage`` reports. ``rate_limit=False`` for a 429 that is not one (a quota)."""
         self.in_flight = max(0, self.in_flight - 1)
+        if self.requests is None and headers.limit_requests:  # learned: as if told --rpm
+            self.requests = TokenBucket(headers.limit_requests)
         if headers.remaining_requests is not None:  # less those sent after this one
             self.allowance = headers.remaining_requests - (self.admitted - ticket.seq - 1)
+            reset = headers.reset_requests
+            self.allowance_until = now + (ALLOWANCE_TTL_S if reset is None
+                                          else min(reset, self.max_pause))
         limited = status == 429 and rate_limit
         pause = headers.pause(limited)
         if limited:

@@ -15,8 +15,9 @@ of kind ``malformed_response``: the sample fails (after the usual retries), the 
 
 A 200 body without choices that carries an error message (``{"error": {...}}``) is the
 server's refusal: a ``ResponseError`` (kind ``context_length`` / ``content_filter`` when it
-says so, else ``no_choices``). An empty reply cut by a content filter is a ``ResponseError``
-of kind ``content_filter``.
+says so, else ``no_choices``). An empty reply cut by a content filter, or one whose message
+carries only a ``refusal`` (OpenAI's structured refusal), is a ``ResponseError`` of kind
+``content_filter``.
 
 >>> parse_completion(b'{"choices": [{"message": {"content": "Paris"}}]}').text
 'Paris'
@@ -53,6 +54,7 @@ class ReplyPart(LaxModel):
 
 class ReplyMessage(LaxModel):
     content: StrictStr | list[StrictStr | ReplyPart] | None = None
+    refusal: Any = None  # OpenAI's structured refusal: the model declined (never the answer)
     reasoning_content: Any = None
     reasoning: Any = None
 
@@ -160,13 +162,16 @@ def parse_completion(raw: bytes) -> Completion:
         raise empty_reply(raw, "choices")
     choice = reply.choices[0]
     text = choice.message.text()
-    if choice.finish_reason == "content_filter" and not text:
+    finish = choice.finish_reason
+    if isinstance(choice.message.refusal, str) and choice.message.refusal:
+        finish = "content_filter"
+    if finish == "content_filter" and not text:
         raise ResponseError("the reply was blocked by a content filter", kind="content_filter",
                             status=200)
     return Completion(
         text=text,
         model=reply.model or "",
-        finish_reason=choice.finish_reason,
+        finish_reason=finish,
         usage=reply.usage.usage() if reply.usage is not None else Usage(),
         reasoning=choice.message.reasoning_text(),
     )

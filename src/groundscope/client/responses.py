@@ -17,9 +17,11 @@ becomes ``reasoning.effort``), plus ``extra_body``'s keys; ``store: false`` unle
 config sets ``store`` (groundscope never reads a stored response back). Audio and video have
 no part in this API: the sample fails with ``unsupported_media`` before anything is read.
 
-Reply: the ``output_text`` (and ``refusal``) parts of ``message`` items joined are the
-answer; ``reasoning`` items' summary and content texts the reasoning. ``status``
-``completed`` -> finish ``stop``; ``incomplete`` -> ``incomplete_details.reason``
+Reply: the ``output_text`` parts of ``message`` items joined are the answer; a ``refusal``
+part is a refusal, recorded as Anthropic's is (finish ``content_filter``; with no other
+text, a ``content_filter`` error), and never scored as text; ``reasoning`` items' summary
+and content texts the reasoning. ``status`` ``completed`` -> finish ``stop``; ``incomplete``
+-> ``incomplete_details.reason``
 (``max_output_tokens`` -> ``length``, ``content_filter`` kept: an empty filtered answer is a
 ``content_filter`` error); ``failed`` -> the response's error (``server_error`` /
 ``rate_limit_exceeded`` retried as ``response_failed``, others not); any other status is
@@ -176,10 +178,16 @@ class ResponsesReply(LaxModel):
     error: Failure | None = None
     usage: ResponsesUsage | None = None
 
+    def _parts(self, kind: str) -> list[Part]:
+        return [p for item in self.output or () if item.type == "message"
+                for p in item.content or () if p.type == kind]
+
     def text(self) -> str:
-        return "".join(p.text if p.type == "output_text" else p.refusal or ""
-                       for item in self.output or () if item.type == "message"
-                       for p in item.content or () if p.type in ("output_text", "refusal"))
+        return "".join(p.text or "" for p in self._parts("output_text"))
+
+    def refused(self) -> bool:
+        """Whether a message carries a ``refusal`` part (the model declined to answer)."""
+        return bool(self._parts("refusal"))
 
     def reasoning(self) -> str | None:
         texts = [p.text for item in self.output or () if item.type == "reasoning"
@@ -218,7 +226,7 @@ def parse_reply(raw: bytes) -> Completion:
     if reply.output is None:
         raise RetryableError("malformed response: no output", kind="malformed_response",
                              status=200)
-    text, finish = reply.text(), _finish(reply)
+    text, finish = reply.text(), "content_filter" if reply.refused() else _finish(reply)
     if finish == "content_filter" and not text:
         raise ResponseError("the reply was blocked by a content filter", kind="content_filter",
                             status=200)

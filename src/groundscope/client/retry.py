@@ -3,7 +3,10 @@
 Only :class:`~groundscope.errors.RetryableError` is retried (429, 408, 5xx, timeouts, dropped
 connections, malformed bodies). Anything else, including ``ResponseError`` and
 ``MediaError``, propagates at once. When the budget is spent the last error is re-raised,
-with ``error.attempts`` set to the number of attempts made.
+with ``error.attempts`` set to the number of attempts made. A 429 (a rate limit: a spent
+quota is a ``ResponseError`` and never gets here) is retried past ``max_retries`` for as
+long as ``rate_limit_budget`` seconds from the first attempt allow: a gateway that answers
+429 with no hint of when is waited out, not given up after a few quick tries.
 
 The sleep function and the random source are injectable so tests are fast and exact::
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -49,12 +53,13 @@ class RetryPolicy:
     base_delay: float = 0.5
     max_delay: float = 30.0
     jitter: float = 1.0
+    rate_limit_budget: float = 0.0  # seconds a rate-limited (429) request is retried for
 
     def __post_init__(self) -> None:
         if self.max_retries < 0:
             raise ValueError("max_retries must be >= 0")
-        if self.base_delay < 0 or self.max_delay < 0:
-            raise ValueError("base_delay and max_delay must be >= 0")
+        if self.base_delay < 0 or self.max_delay < 0 or self.rate_limit_budget < 0:
+            raise ValueError("base_delay, max_delay and rate_limit_budget must be >= 0")
         if not 0.0 <= self.jitter <= 1.0:
             raise ValueError("jitter must be in [0, 1]")
 
@@ -83,22 +88,27 @@ async def call_with_retry(
     on_retry: OnRetry | None = None,
     sleep: Sleep = asyncio.sleep,
     rand: RandomSource = random.random,
+    clock: Callable[[], float] = time.monotonic,
 ) -> tuple[T, int]:
     """Await ``fn()`` until it succeeds or the budget is spent; return ``(result, attempts)``.
 
     Only ``RetryableError`` is retried. After ``policy.max_retries`` retries the last error
-    is re-raised with its ``attempts`` attribute set. Errors of other types propagate
-    immediately (their ``attempts`` is set too when they are ``ModelError``s).
+    is re-raised with its ``attempts`` attribute set, unless it is a 429 and the next try
+    would still start within ``policy.rate_limit_budget`` seconds (by ``clock``) of the
+    first. Errors of other types propagate immediately (their ``attempts`` is set too when
+    they are ``ModelError``s).
     """
     attempt = 1
+    started = clock()
     while True:
         try:
             return await fn(), attempt
         except RetryableError as err:
-            if attempt > policy.max_retries:
+            wait = policy.delay(attempt, err.retry_after, rand)
+            if attempt > policy.max_retries and not (
+                    err.status == 429 and clock() + wait - started < policy.rate_limit_budget):
                 err.attempts = attempt
                 raise
-            wait = policy.delay(attempt, err.retry_after, rand)
             if on_retry is not None:
                 on_retry(attempt, err, wait)
             await sleep(wait)

@@ -162,7 +162,8 @@ class SampleWorker:
             self._api_url, cfg.model, api_key=cfg.api_key, generation_config=cfg.generation_config,
             timeout=cfg.timeout, retry=RetryPolicy(max_retries=cfg.max_retries,
                                                    base_delay=cfg.retry_base_delay,
-                                                   max_delay=cfg.retry_max_delay),
+                                                   max_delay=cfg.retry_max_delay,
+                                                   rate_limit_budget=cfg.rate_limit_budget),
             concurrency=cfg.eval_batch_size, max_response_bytes=cfg.max_response_bytes,
             wire=wire_api(api), gate=self._gate(MODEL_GATE, cfg.eval_batch_size))
         self._max_pixels = cfg.max_image_pixels

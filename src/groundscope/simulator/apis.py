@@ -20,6 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
+from groundscope.simulator.generation import check_messages
 from groundscope.simulator.wire import (
     BadRequest,
     SimReply,
@@ -105,6 +106,7 @@ def messages_to_chat(body: dict[str, Any], headers: Mapping[str, str]) -> dict[s
     if temperature is not None and (not isinstance(temperature, int | float)
                                     or not 0 <= temperature <= 1):
         raise BadRequest("temperature: Input should be less than or equal to 1")
+    check_messages(body, str(headers.get("anthropic-version")))
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("messages: Field required (a non-empty list)")
@@ -123,7 +125,8 @@ def messages_to_chat(body: dict[str, Any], headers: Mapping[str, str]) -> dict[s
             chat.append({"role": role, "content": parts})
         else:
             raise BadRequest(f"messages.{i}.content: Input should be a string or a list of blocks")
-    out = {k: body[k] for k in ("model", "max_tokens", "temperature", "top_p", "stream") if k in body}
+    out = {k: body[k] for k in ("model", "max_tokens", "temperature", "top_p", "stream",
+                                "thinking") if k in body}
     return {**out, "messages": chat}
 
 
@@ -223,10 +226,12 @@ def responses_reply(req: SimRequest, reply: SimReply, prompt_tokens: int) -> dic
     if reply.reasoning is not None:
         output.append({"type": "reasoning", "id": f"rs_sim_{req.key[:12]}",
                        "summary": [{"type": "summary_text", "text": reply.reasoning}]})
-    done = reply.finish_reason == "stop"
+    refused = reply.finish_reason == "content_filter"  # a refusal part, as the API words it
+    done = reply.finish_reason == "stop" or refused
+    part = ({"type": "refusal", "refusal": reply.content} if refused else
+            {"type": "output_text", "text": reply.content, "annotations": []})
     output.append({"type": "message", "id": f"msg_sim_{req.key[:12]}", "role": "assistant",
-                   "status": "completed" if done else "incomplete",
-                   "content": [{"type": "output_text", "text": reply.content, "annotations": []}]})
+                   "status": "completed" if done else "incomplete", "content": [part]})
     reason = {"length": "max_output_tokens"}.get(reply.finish_reason, reply.finish_reason)
     out_tokens, reasoning = reply_tokens(reply)
     return {

@@ -17,6 +17,7 @@ import orjson
 from groundscope import media
 from groundscope.errors import MediaError
 from groundscope.simulator.faults import MALFORMED_BODIES
+from groundscope.simulator.gateway import GATEWAY_STYLES
 from groundscope.simulator.wire import Behaviour, Responder, SimReply, SimRequest, bytes_id
 from groundscope.types import AnswerKind, MediaRef, Sample, TextPart
 
@@ -53,8 +54,8 @@ class SimBehaviour:
     (``malformed_body``, ``reply_bytes``, ``reply_gzip``, ``reply_chunked``,
     ``declared_length``, ``header_bytes``, ``redirect_to``, ``echo_key``, ``usage_count``) are
     described in ``faults.py``; a provider's limits (``rpm``, ``tpm``, ``max_in_flight``) in
-    ``limits.py``. ``models``, when given, are the only model names served, as a gateway's
-    model list.
+    ``limits.py``; how a gateway passes their headers on (``gateway``) and the served
+    ``models`` in ``gateway.py``.
     """
 
     accuracy: float = 1.0
@@ -81,9 +82,9 @@ class SimBehaviour:
     rpm: int | None = None
     tpm: int | None = None
     max_in_flight: int | None = None
-    # the model names served (listed by /v1/models); another name is a 400 model_not_found
-    models: tuple[str, ...] | None = None
     usage_count: int | None = None
+    gateway: str = "openai"
+    models: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("rpm", "tpm", "max_in_flight"):
@@ -99,6 +100,8 @@ class SimBehaviour:
             raise ValueError(f"malformed_body must be 'each' or one of {', '.join(MALFORMED_BODIES)}")
         if self.echo_key not in (None, "error", "reply"):
             raise ValueError("echo_key must be 'error' or 'reply'")
+        if self.gateway not in GATEWAY_STYLES:
+            raise ValueError(f"gateway must be one of {', '.join(GATEWAY_STYLES)}")
 
     @property
     def streams_reply(self) -> bool:

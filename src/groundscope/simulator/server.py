@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import logging
 import socket
@@ -45,6 +46,8 @@ from groundscope.simulator.faults import (
     malformed_kind,
     with_usage_count,
 )
+from groundscope.simulator.gateway import check_model, gateway_middleware, model_list
+from groundscope.simulator.generation import fit
 from groundscope.simulator.grounding import sim_responders
 from groundscope.simulator.limits import ProviderLimits, reserved
 from groundscope.simulator.oracle import (
@@ -57,6 +60,7 @@ from groundscope.simulator.oracle import (
     oracle_responder,
     sample_media_id,
 )
+from groundscope.simulator.stream import reply_response
 from groundscope.simulator.wire import (
     BadRequest,
     Responder,
@@ -177,15 +181,6 @@ class SimulatorServer:
 
     # ------------------------------------------------------------ handlers
 
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
-        return await self._serve(CHAT, request)
-
-    async def _messages(self, request: web.Request) -> web.StreamResponse:
-        return await self._serve(MESSAGES, request)
-
-    async def _responses(self, request: web.Request) -> web.StreamResponse:
-        return await self._serve(RESPONSES, request)
-
     async def _serve(self, api: SimAPI, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()  # the latency counts from here: parsing is part of it
         raw = await request.read()
@@ -196,15 +191,12 @@ class SimulatorServer:
             chat = api.to_chat(body, request.headers)
             texts, ids, stripped, tokens = parse_messages(chat.get("messages"))
             check_params(chat)
-            served = self.behaviour.models
-            if served is not None and chat.get("model") not in served:
-                raise BadRequest(f"Invalid model name passed in model={chat.get('model')}. "
-                                 "Call `/v1/models` to view available models",
-                                 code="model_not_found", param="model")
+            check_model(chat, self.behaviour.models)
         except (orjson.JSONDecodeError, BadRequest) as err:
-            msg = str(err) if isinstance(err, BadRequest) else "could not parse the JSON body"
-            self._record(request, 400, key=None, attempt=0, fault=None, error=msg, api=api.name)
-            return api.error(400, msg, "invalid_request_error", getattr(err, "code", None),
+            msg, status = (str(err), err.status) if isinstance(err, BadRequest) else (
+                "could not parse the JSON body", 400)
+            self._record(request, status, key=None, attempt=0, fault=None, error=msg, api=api.name)
+            return api.error(status, msg, "invalid_request_error", getattr(err, "code", None),
                              getattr(err, "param", None))
         key = oracle_key(texts, ids)
         with self._lock:
@@ -254,14 +246,15 @@ class SimulatorServer:
             self._record(request, 400, fault=fault, error=msg, **info)
             return api.error(400, msg, "invalid_request_error", "context_length_exceeded",
                              "messages")
-        reply = next(r for r in (f(req) for f in self.responders) if r is not None)
+        reply = fit(req.body, next(r for r in (f(req) for f in self.responders) if r is not None))
         self._record(request, 200, fault=fault, **info)
         info["completion_tokens"] = max(1, -(-len(reply.content) // 4))
         if self.behaviour.echo_key == "reply":
             reply, model = echo_reply(reply, req.body["model"], credential_header(request))
             req = dataclasses.replace(req, body={**req.body, "model": model})
         body = with_usage_count(api.reply(req, reply, tokens), self.behaviour.usage_count)
-        return json_response(body, headers=self.limits.headers(self.clock()))
+        return reply_response(api.name, req.body, body,
+                              self.limits.headers(self.clock()))  # JSON, or SSE (stream.py)
 
     async def _hang(self, request: web.Request, info: dict[str, Any]) -> bool:
         """Hold the response for ``hang_s``; False if the server is stopping meanwhile.
@@ -304,10 +297,7 @@ class SimulatorServer:
 
     async def _models(self, request: web.Request) -> web.Response:
         self._record(request, 200, key=None, attempt=0, fault=None)
-        names = self.behaviour.models or (self.model,)
-        return json_response({"object": "list", "data": [
-            {"id": name, "object": "model", "created": 0, "owned_by": "groundscope-simulator"}
-            for name in names]})
+        return json_response(model_list(self.behaviour.models, self.model))
 
     async def _sim_requests(self, request: web.Request) -> web.Response:
         return json_response(self.requests())
@@ -325,11 +315,11 @@ class SimulatorServer:
     # ------------------------------------------------------------ lifecycle
 
     def _app(self) -> web.Application:
-        app = web.Application(client_max_size=512 * 1024**2)
-        handlers = {CHAT: self._chat, MESSAGES: self._messages, RESPONSES: self._responses}
-        for api, handler in handlers.items():
+        restyle = gateway_middleware(self.behaviour.gateway)  # its rate headers (gateway.py)
+        app = web.Application(client_max_size=512 * 1024**2, middlewares=[restyle])
+        for api in (CHAT, MESSAGES, RESPONSES):
             for route in api.routes:
-                app.router.add_post(route, handler)
+                app.router.add_post(route, functools.partial(self._serve, api))
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/_sim/requests", self._sim_requests)
         app.router.add_get("/_sim/bodies", self._sim_bodies)

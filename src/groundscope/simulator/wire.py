@@ -65,7 +65,9 @@ Responder = Callable[[SimRequest], SimReply | None]
 
 
 class BadRequest(Exception):
-    """An invalid request: becomes an OpenAI-style 400."""
+    """An invalid request: becomes an OpenAI-style 400 (a subclass may set another status)."""
+
+    status = 400
 
     def __init__(self, message: str, code: str | None = None, param: str | None = None):
         super().__init__(message)
@@ -147,11 +149,11 @@ def parse_messages(messages: Any) -> tuple[list[str], list[str], list[Any], int]
 
 
 def check_params(body: Mapping[str, Any]) -> None:
-    """Reject what a real endpoint rejects: no model, streaming, out-of-range settings."""
+    """Reject what a real endpoint rejects: no model, out-of-range settings."""
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise BadRequest("you must provide a model parameter", param="model")
-    if body.get("stream"):
-        raise BadRequest("streaming is not supported by the simulator", param="stream")
+    if body.get("stream") not in (None, True, False):
+        raise BadRequest("Invalid 'stream': expected a boolean.", param="stream")
     for name, low, high in (("temperature", 0.0, 2.0), ("top_p", 0.0, 1.0)):
         value = body.get(name)
         if value is not None and (
