@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from groundscope import logs
 from groundscope.client.mediaprep import prefetch
 from groundscope.config import TaskConfig
+from groundscope.dataset.answers import note_join, open_answers
 from groundscope.errors import (
     ErrorBudgetExceeded,
     NothingEvaluated,
@@ -60,6 +61,7 @@ from groundscope.report.model import Report
 from groundscope.resume import check_same_shard, warn_config_changes
 from groundscope.scaleout.shipping import require_ray, shipped_config
 from groundscope.scoring import ScoringContext
+from groundscope.scoring.judge import mock_judged
 from groundscope.sharding import Dealer
 from groundscope.sidework import SideWork
 from groundscope.store import MEDIA_ROOTS_KEY, RunStore, check_subset_files
@@ -105,6 +107,10 @@ class Runner:
         self._live = LiveView(self.datasets, self.scoring, cfg.pricing)
         self._progress = Progress(self.progress, self._live.status)
         self._redactor = Redactor(cfg.secrets())  # log lines and error texts saved in outputs
+        # --answers: the file read (and its bad lines shown) before any sample is graded
+        self._answers = open_answers(cfg.answers, cfg.max_record_bytes, strict=cfg.strict) \
+            if cfg.answers is not None else None
+        self._missing: dict[str, list[str]] = {}  # dataset -> ids the answers file lacks
 
     @property
     def run_dir(self) -> Path:
@@ -136,8 +142,11 @@ class Runner:
         media.set_media_settings(cfg.media_settings())  # frames, image sizes, wav: model and judges
         if cfg.strict:  # as EvalScope: a bad record is fatal before any request is sent
             for run in self.datasets:
-                for _ in iter_samples(cfg, run, strict=True):
-                    pass
+                for _, sample in iter_samples(cfg, run, strict=True):
+                    if self._answers is not None and isinstance(sample, Sample):
+                        self._answers.require(sample, cfg.repeats)
+            if self._answers is not None:
+                self._answers.require_all_used()
         try:
             async with AsyncExitStack() as stack:
                 api_url = cfg.api_url
@@ -145,12 +154,20 @@ class Runner:
                 if cfg.eval_type == "mock":
                     api_url = await self._start_simulator(stack)
                     self.scoring.mock_url = api_url
+                elif cfg.eval_type == "answers" and mock_judged(cfg.judge):  # judges only
+                    from groundscope.simulator import start_judge_simulator
+
+                    server = await start_judge_simulator(cfg.simulator)
+                    stack.push_async_callback(server.astop)
+                    self.scoring.mock_url = server.base_url
                 if cfg.executor == "ray":
                     await self._evaluate_ray(api_url or "")
                 else:
                     await self._evaluate_local(stack, api_url)
                 for run in self.datasets:  # the groups, once every member is scored
                     await finish_groups(self.store, run)
+            if self._answers is not None:
+                note_join(self._answers, self.datasets, self._missing)
             for run in self.datasets:
                 if run.summary.changed:
                     log.warning("%s: %d samples changed since the cached run (request or "
@@ -176,6 +193,12 @@ class Runner:
         from groundscope.client.chat import ChatClient
         from groundscope.client.retry import RetryPolicy
 
+        if cfg.eval_type == "answers":  # read, never requested: client/answers.py
+            from groundscope.client.answers import AnswersClient
+
+            book = self._answers
+            await self._evaluate(AnswersClient(cfg.model, book.lookup if book else None))  # type: ignore[arg-type]
+            return
         api = cfg.simulator.api if cfg.eval_type == "mock" else cfg.eval_type
         gate = self.scoring.gate("model", api_url or "", cfg.model, cfg.eval_batch_size,
                                  rpm=cfg.rpm, tpm=cfg.tpm, max_pause=cfg.retry_max_delay)
@@ -254,8 +277,18 @@ class Runner:
                 if not mine:
                     continue
                 for repeat in range(self.cfg.repeats):
+                    if self._answers is not None and self._answers.lookup(loaded, repeat) is None:
+                        self._unanswered(run, subset, loaded, repeat)
+                        continue
                     yield Item(run, subset, loaded, repeat)
         expected.finish()
+
+    def _unanswered(self, run: DatasetRun, subset: str, sample: Sample, repeat: int) -> None:
+        """A sample the answers file has no answer for: skipped, counted, named at the end."""
+        run.summary.skipped += 1
+        self._missing.setdefault(run.name, []).append(sample.id + (f"#r{repeat}" if repeat else ""))
+        self.store.append_skipped(run.name, subset, f"{sample.origin}: id: {sample.id!r} has no "
+                                                    f"answer in {self.cfg.answers}")
 
     def _skip(self, run: DatasetRun, subset: str, problem: str) -> None:
         run.summary.skipped += 1
@@ -274,7 +307,8 @@ class Runner:
         ahead = asyncio.Semaphore(min(n_model, _READ_AHEAD))
         self._model_slots = asyncio.Semaphore(n_model)
         self._score_slots = asyncio.Semaphore(n_score)
-        self._live.client = client
+        if self.cfg.eval_type != "answers":  # an answers run has no endpoint to show
+            self._live.client = client
         records = sum(planned_records(self.cfg, run) for run in self.datasets)
         shard = Dealer.of(self.cfg.shard)  # a shard's total: the records dealt to it
         self._progress.expected = Expected(shard.share(records) if shard else records,
@@ -315,7 +349,7 @@ class Runner:
         hooks = Hooks(self._model_slot(ahead), self._score_slots,
                       partial(self.on_prediction, item), partial(self.on_score, item))
         saved = self._saved(item)
-        if saved.prediction is None:  # to be asked: its media converted while it waits
+        if saved.prediction is None and self.cfg.eval_type != "answers":  # media converted while it waits
             prefetch(item.sample.messages)
         await evaluate_sample(item.sample, item.repeat, item.run.scorers, client=client,
                               saved=saved, redact=self._redactor.redact, hooks=hooks)

@@ -146,6 +146,7 @@ class Sample:
     choices: tuple[str, ...] = ()
     question: str = ""
     metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    answer: str | None = None  # the record's own answer (``prediction``), read by --eval-type answers
 
     def media(self) -> tuple[MediaRef, ...]:
         return tuple(m for msg in self.messages for m in msg.media())
