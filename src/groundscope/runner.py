@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from groundscope import logs
 from groundscope.client.mediaprep import prefetch
 from groundscope.config import TaskConfig
-from groundscope.dataset.answers import note_join, open_answers
+from groundscope.dataset.answers import log_answers, note_join, open_answers
 from groundscope.errors import (
     ErrorBudgetExceeded,
     NothingEvaluated,
@@ -140,6 +140,8 @@ class Runner:
         self.store.write_config({**cfg.redacted(), MEDIA_ROOTS_KEY: list(roots)})
         media.set_max_pixels(cfg.max_image_pixels)  # this run's context: load and send
         media.set_media_settings(cfg.media_settings())  # frames, image sizes, wav: model and judges
+        if self._answers is not None:
+            log_answers(self._answers)
         if cfg.strict:  # as EvalScope: a bad record is fatal before any request is sent
             for run in self.datasets:
                 for _, sample in iter_samples(cfg, run, strict=True):

@@ -8,8 +8,13 @@ at most :data:`MAX_ANSWERS` answers. Its format is recognised from its name and 
 format             what is read
 =================  ==========================================================================
 groundscope        ``.jsonl`` lines ``{"id", "prediction"}`` (+ optional ``subset``,
-                   ``repeat``); a run directory (or its ``predictions/`` files): rows
+                   ``repeat``); a run directory of one model (or its ``predictions/``
+                   files): rows
                    ``sample_id`` / ``repeat`` / ``subset`` / ``prediction`` with status ``ok``
+evalscope          a run directory or ``predictions/<model>/<benchmark>_<subset>.jsonl``
+                   (``ModelResult`` rows: ``index``, ``model_output.choices[0].message``
+                   content) or ``reviews/...jsonl`` (``ReviewResult``: ``index``,
+                   ``sample_score.score.prediction``)
 vlmevalkit         ``.xlsx`` / ``.tsv`` / ``.csv`` with columns ``index`` and ``prediction``
                    (VLMEvalKit's ``{model}_{dataset}.xlsx``: the benchmark's TSV plus the
                    ``prediction`` column)
@@ -97,39 +102,42 @@ def name_ids(ids: list[str]) -> str:
 
 
 def read_answers(path: Path | str, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> AnswerBook:
-    """Read an answers file or a groundscope run directory (see the module docstring)."""
+    """Read an answers file or a run directory (see the module docstring)."""
     path = Path(path)
     if path.is_dir():
         files = _run_prediction_files(path)
-        book = AnswerBook(str(path), "groundscope run directory")
-        for file in files:
-            _fill(book, iter_records(file, max_record_bytes=max_record_bytes), "groundscope-run")
-        return book
-    if not path.is_file():
+    elif path.is_file():
+        files = [path]
+    else:
         raise DatasetError(f"{path}: answers file not found")
-    suffix = path.suffix.lower()
-    if suffix == ".xlsx":
-        book = AnswerBook(str(path), "vlmevalkit")
-        _fill(book, _iter_xlsx(path, max_record_bytes), "vlmevalkit")
-        return book
-    records = iter_records(path, max_record_bytes=max_record_bytes)
-    first = next(records, None)
-    kind = _recognise(path, first)
-    book = AnswerBook(str(path), kind)
-    _fill(book, _chain(first, records), kind)
+    book = AnswerBook(str(path), "")
+    kinds = []
+    for file in files:
+        if file.suffix.lower() == ".xlsx":
+            kind, records = "vlmevalkit", _iter_xlsx(file, max_record_bytes)
+        else:
+            stream = iter_records(file, max_record_bytes=max_record_bytes)
+            first = next(stream, None)
+            kind, records = _recognise(file, first), _chain(first, stream)
+        kinds.append(kind)
+        _fill(book, records, kind)
+    book.format = ", ".join(sorted(set(kinds))) + (" run directory" if path.is_dir() else "")
     return book
 
 
 def open_answers(path: str, max_record_bytes: int, *, strict: bool) -> AnswerBook:
-    """The answers file of a run, its format and bad lines logged (``strict``: a bad line
-    is fatal)."""
+    """The answers file of a run (``strict``: a bad line is fatal)."""
     book = read_answers(path, max_record_bytes=max_record_bytes)
+    if strict and book.bad:
+        raise book.bad[0]
+    return book
+
+
+def log_answers(book: AnswerBook) -> None:
+    """The one line saying which format the file was read as, then its bad lines."""
     log.info("answers: %s read as %s (%d answers)", book.source, book.format, len(book.answers))
     for bad in book.bad:
-        if strict:
-            raise bad
         log.warning("skipped bad answer: %s", bad)
-    return book
 
 
 class _Run(Protocol):  # plan.DatasetRun, seen from here
@@ -154,6 +162,7 @@ def note_join(book: AnswerBook, runs: Sequence[_Run], missing: Mapping[str, list
 
 
 def _run_prediction_files(path: Path) -> list[Path]:
+    """A groundscope or EvalScope run directory's predictions: ``predictions/<model>/*.jsonl``."""
     folder = path / "predictions" if (path / "predictions").is_dir() else path
     files = sorted(folder.glob("*/*.jsonl")) or sorted(folder.glob("*.jsonl"))
     if not files:
@@ -182,13 +191,18 @@ def _recognise(path: Path, first: Item | None) -> str:
         return "lmms-eval"
     if "sample_id" in record and "prediction" in record and "request_hash" in record:
         return "groundscope-run"
+    if "index" in record and "model_output" in record:
+        return "evalscope-predictions"
+    if "index" in record and "sample_score" in record:
+        return "evalscope-reviews"
     if "index" in record and "prediction" in record:
         return "vlmevalkit"
     if "id" in record and "prediction" in record:
         return "groundscope"
     raise DatasetError(f"{path}:{first[0].line}: answers file of no known format (keys "
-                       f"{sorted(record)[:8]}); expected id + prediction (groundscope), "
-                       "index + prediction (VLMEvalKit) or doc_id + filtered_resps (lmms-eval)")
+                       f"{sorted(record)[:8]}); expected id + prediction (groundscope), index + "
+                       "model_output / sample_score (EvalScope), index + prediction (VLMEvalKit) or "
+                       "doc_id + filtered_resps (lmms-eval)")
 
 
 def _fill(book: AnswerBook, records: Iterator[Item], kind: str) -> None:
@@ -212,16 +226,19 @@ def _fill(book: AnswerBook, records: Iterator[Item], kind: str) -> None:
 
 
 def _text(value: Any, origin: Origin, name: str) -> str:
-    if isinstance(value, list):  # lmms-eval nests a request's responses in lists
-        value = value[0] if len(value) == 1 else value
-        if isinstance(value, list):
-            return _text(value, origin, name)
+    if isinstance(value, list):  # lmms-eval: a doc's responses, nested per request; the first
+        for _ in range(4):
+            if not isinstance(value, list) or not value:
+                break
+            value = value[0]
     if isinstance(value, bool) or not isinstance(value, str | int | float) or str(value).strip() == "":
         raise record_error(origin, name, "no answer (absent, empty or not text)")
     return str(value)
 
 
 def _ident(value: Any, origin: Origin, name: str) -> str:
+    if isinstance(value, float) and value.is_integer():  # a spreadsheet's integer column
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, str | int) or str(value).strip() == "":
         raise record_error(origin, name, "missing or not a string / integer id")
     return str(value).strip()
@@ -268,7 +285,36 @@ def _lmms_eval(record: Mapping[str, Any], origin: Origin) -> tuple[Key | None, s
     return key, _text(record.get(name), origin, name)
 
 
-_ANSWER_OF = {"groundscope": _groundscope, "groundscope-run": _groundscope_run,
+def _message_text(message: Any, origin: Origin, name: str) -> str:
+    """An EvalScope assistant message's text: its string content, or its text parts joined."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, list):
+        texts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        content = "".join(t for t in texts if isinstance(t, str))
+    return _text(content, origin, name)
+
+
+def _evalscope_predictions(record: Mapping[str, Any], origin: Origin) -> tuple[Key | None, str]:
+    """EvalScope's ``ModelResult`` row: ``index``, ``model_output.choices[0].message``."""
+    key = (None, _ident(record.get("index"), origin, "index"), 0)
+    output = record.get("model_output")
+    choices = output.get("choices") if isinstance(output, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise record_error(origin, "model_output.choices", "no answer (no choice)")
+    return key, _message_text(choices[0].get("message"), origin, "model_output.choices[0].message")
+
+
+def _evalscope_reviews(record: Mapping[str, Any], origin: Origin) -> tuple[Key | None, str]:
+    """EvalScope's ``ReviewResult`` row: ``index``, ``sample_score.score.prediction``."""
+    key = (None, _ident(record.get("index"), origin, "index"), 0)
+    sample_score = record.get("sample_score")
+    score = sample_score.get("score") if isinstance(sample_score, dict) else None
+    answer = score.get("prediction") if isinstance(score, dict) else None
+    return key, _text(answer, origin, "sample_score.score.prediction")
+
+
+_ANSWER_OF = {"evalscope-predictions": _evalscope_predictions, "evalscope-reviews": _evalscope_reviews,
+              "groundscope": _groundscope, "groundscope-run": _groundscope_run,
               "vlmevalkit": _vlmevalkit, "lmms-eval": _lmms_eval}
 
 
