@@ -412,7 +412,7 @@ class Runner:
         s.count(pred.status is PredictionStatus.OK, pred.error_kind)
         s.cached += p.cached
         s.changed += p.changed
-        if pred.completion is not None:  # a reused answer cost nothing now: cached
+        if pred.completion is not None and self.cfg.eval_type != "answers":  # read answers: no request
             s.usage.add(MODEL_STEP, self.cfg.model, pred.completion.usage, billed=not p.cached)
         self._done += 1
         if pred.status is PredictionStatus.OK:
