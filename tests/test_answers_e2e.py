@@ -154,3 +154,26 @@ def test_the_grounding_demo_from_saved_answers_asks_no_model(tmp_path: Path) -> 
     seen = judge.requests()
     assert seen and {r["model"] for r in seen} == {"grounding-judge"}
     assert judge.stats()["requests"] == len(seen)
+
+
+def test_a_vlmevalkit_tsv_with_a_prediction_column(tmp_path: Path) -> None:
+    """VLMEvalKit's prediction file is its TSV layout plus ``prediction``: graded as is."""
+    source = (EXAMPLES / "legacy" / "custom_mcq.tsv").read_text().splitlines()
+    answers = ["A", "The answer is B", "", "C", "(D)"]  # line 4 has none: a bad record
+    rows = [source[0] + "\tprediction"] + [f"{line}\t{a}" for line, a in
+                                           zip(source[1:], answers, strict=True)]
+    data = tmp_path / "legacy"
+    data.mkdir()
+    (data / "custom_mcq.tsv").write_text("\n".join(rows) + "\n")
+    shutil.copytree(EXAMPLES / "media", tmp_path / "media")
+    report = run_task({"eval_type": "answers", "datasets": ["legacy_mcq"],
+                       "dataset_args": {"legacy_mcq": {"local_path": str(data)}},
+                       "media_roots": [str(tmp_path / "media")],
+                       "work_dir": str(tmp_path / "out"), "no_timestamp": True})
+    rep = report.dataset("legacy_mcq")
+    keys = [line.split("\t")[2] for line in source[1:]]  # the answer column
+    right = [a.split()[-1].strip("()") == k for a, k in zip(answers, keys, strict=True) if a]
+    assert rep.summary.skipped == 1
+    row = rep.row(rep.primary_metric)
+    assert row is not None and row.num == len(right)
+    assert row.score == pytest.approx(sum(right) / len(right))
