@@ -105,3 +105,18 @@ def test_an_unknown_layout_says_what_is_expected(tmp_path: Path) -> None:
     path.write_text(json.dumps({"question": "q", "response": "a"}) + "\n")
     with pytest.raises(DatasetError, match=r"x.jsonl:1: answers file of no known format"):
         read_answers(path)
+
+
+def test_resume_regrades_only_a_changed_answer(tmp_path: Path) -> None:
+    """The answer is in the request hash: a resumed run reuses the same answers' grades."""
+    path = tmp_path / "answers.jsonl"
+    first = {"0": "Two cats", "1": "A red bus.", "3": "Paris"}
+    path.write_text("".join(json.dumps({"id": i, "prediction": a}) + "\n" for i, a in first.items()))
+    base = {"answers": str(path), "datasets": ["general_vqa"], "dataset_args": ARGS}
+    run_task({**base, "work_dir": str(tmp_path / "run"), "no_timestamp": True})
+    path.write_text(path.read_text().replace("Paris", "Lyon"))
+    resumed = run_task({**base, "use_cache": str(tmp_path / "run")})
+    summary = resumed.dataset("general_vqa").summary
+    assert (summary.cached, summary.changed) == (2, 1)
+    assert graded(tmp_path / "run")["3"] == "Lyon"
+    assert resumed.dataset("general_vqa").score("rouge-l-r") == pytest.approx(2 / 3)
