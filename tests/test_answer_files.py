@@ -14,6 +14,7 @@ from cli_support import EXAMPLES, run_cli
 from groundscope import run_task
 from groundscope.dataset.answers import read_answers
 from groundscope.errors import DatasetError, RecordError
+from groundscope.estimate import estimate
 
 HERE = EXAMPLES / "answers"
 ARGS = {"general_vqa": {"local_path": str(HERE / "data"), "metric_list": ["BLEU", "Rouge"]}}
@@ -120,3 +121,12 @@ def test_resume_regrades_only_a_changed_answer(tmp_path: Path) -> None:
     assert (summary.cached, summary.changed) == (2, 1)
     assert graded(tmp_path / "run")["3"] == "Lyon"
     assert resumed.dataset("general_vqa").score("rouge-l-r") == pytest.approx(2 / 3)
+
+
+def test_the_dry_run_of_an_answers_run_asks_the_model_nothing() -> None:
+    judge = {"strategy": "llm", "models": {"model_id": "j", "api_url": "http://127.0.0.1:9/v1"}}
+    plan = estimate({"answers": str(HERE / "answers.jsonl"), "datasets": ["general_vqa"],
+                     "dataset_args": {"general_vqa": {"local_path": str(HERE / "data")}},
+                     "judge": judge})
+    assert plan.row("model").requests == 0
+    assert plan.row("correctness").requests == 4  # the judge still grades every sample
