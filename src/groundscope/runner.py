@@ -147,7 +147,7 @@ class Runner:
                 for _, sample in iter_samples(cfg, run, strict=True):
                     if self._answers is not None and isinstance(sample, Sample):
                         self._answers.require(sample, cfg.repeats)
-            if self._answers is not None:
+            if self._answers is not None and cfg.limit is None:  # beyond --limit: not extra
                 self._answers.require_all_used()
         try:
             async with AsyncExitStack() as stack:
