@@ -154,7 +154,7 @@ t0, c0 = time.perf_counter(), time.process_time()
 report = run_task(cfg)
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
 s = report.datasets[0].summary
-conc = cfg["eval_batch_size"]
+conc = cfg.get("eval_batch_size", 8)
 first, last = conc - 1, len(done) - conc - 1  # the first wave done .. the last wave started
 steady = (last - first) / (done[last] - done[first]) if last > first else None
 print(json.dumps({"wall": wall, "cpu": cpu, "pipeline": marks["end"] - marks["start"],
@@ -172,6 +172,11 @@ def run_eval_child(api_url: str, dataset_dir: Path, concurrency: int, work_dir: 
     cfg = {"model": "sim", "api_url": api_url, "datasets": ["general_vqa"],
            "dataset_args": {"general_vqa": {"local_path": str(dataset_dir), "subset_list": [subset]}},
            "eval_batch_size": concurrency, "work_dir": str(work_dir), "ignore_errors": True}
+    return run_child(cfg)
+
+
+def run_child(cfg: dict[str, Any]) -> dict:
+    """``run_task(cfg)`` in a fresh process, measured as :func:`run_eval_child` says."""
     out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg)], capture_output=True,
                          text=True, check=True, env={**os.environ, "TERM": "dumb"})
     return json.loads(out.stdout.strip().splitlines()[-1])

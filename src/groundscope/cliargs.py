@@ -110,7 +110,11 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     a("--api-key", default=_S, help="API key, or $ENV_VAR to read it from the environment")
     a("--eval-type", default=_S,
       help="openai_api (chat completions), anthropic_api (Messages), openai_responses_api "
-           "(Responses) or mock (the built-in offline model)")
+           "(Responses), mock (the built-in offline model) or answers (grade the records' "
+           "'prediction' answers; no endpoint)")
+    a("--answers", metavar="FILE", default=_S,
+      help="grade the answers in FILE, joined by sample id (groundscope JSONL or run directory, "
+           "VLMEvalKit .xlsx/.tsv/.csv, lmms-eval samples_*.jsonl); implies --eval-type answers")
     a("--datasets", nargs="+", default=_S, help="dataset names, e.g. general_vqa general_vmcq")
     a("--dataset-args", type=_json_object, default=_S, help="JSON: per-dataset arguments")
     a("--limit", default=_S,  # a string: TaskConfig's validator is the one rule (bounds.py)
@@ -290,6 +294,8 @@ def eval_config(ns: argparse.Namespace) -> dict[str, Any]:
     for key, value in vars(ns).items():
         if key not in skip:
             data[key] = value
+    if hasattr(ns, "answers") and not hasattr(ns, "eval_type"):  # --answers overrides the file's
+        data["eval_type"] = "answers"
     sim = dict(data.get("simulator") or {})
     if hasattr(ns, "sim_accuracy"):
         sim["accuracy"] = ns.sim_accuracy

@@ -32,6 +32,7 @@ from pydantic import (
 
 from groundscope import compat
 from groundscope.bounds import MAX_JUDGE_MODELS, MAX_SEED, MAX_SUBSETS, check_limit
+from groundscope.client.answers import DEFAULT_ANSWERS_MODEL
 from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES
 from groundscope.configfile import check_json_value, read_config_file
 from groundscope.constants import EvalTypeName, JudgeStrategyName, ModelAPI
@@ -228,6 +229,8 @@ class TaskConfig(_Strict):
     api_url: str | None = None
     api_key: Secret | None = None
     eval_type: Annotated[EvalTypeName, _EvalScopeName] = "openai_api"
+    # an answers file joined by sample id (answers/); implies eval_type answers
+    answers: str | None = Field(default=None, min_length=1, max_length=4096)
     datasets: list[str] = Field(default_factory=list, min_length=1)
     dataset_args: dict[str, DatasetArgs] = Field(default_factory=dict)
     limit: int | float | None = None
@@ -286,6 +289,19 @@ class TaskConfig(_Strict):
             if any(e["type"] == "extra_forbidden" for e in err.errors()):
                 raise ConfigError(format_validation_error(err)) from None
             raise
+
+    @model_validator(mode="before")
+    @classmethod
+    def _answers_defaults(cls, data: Any) -> Any:
+        """An answers file implies ``eval_type: answers``, whose model name defaults to
+        ``answers`` (the name the reports give the answers)."""
+        if not isinstance(data, dict):
+            return data
+        if data.get("answers") is not None and data.get("eval_type") is None:
+            data = {**data, "eval_type": "answers"}
+        if data.get("eval_type") == "answers" and data.get("model") is None:
+            data = {**data, "model": DEFAULT_ANSWERS_MODEL}
+        return data
 
     @model_validator(mode="after")
     def _across_fields(self) -> TaskConfig:
@@ -446,9 +462,11 @@ def _cross_check(cfg: TaskConfig) -> None:
                 f"dataset_args.{name}: not among --datasets ({', '.join(cfg.datasets)})"
                 f"{_did_you_mean(name, cfg.datasets)}"
             )
-    if cfg.eval_type != "mock" and not cfg.api_url:
+    if cfg.answers is not None or cfg.eval_type == "answers":
+        _check_answers(cfg)
+    if cfg.eval_type not in ("mock", "answers") and not cfg.api_url:
         raise ConfigError(f"api_url: required for eval_type {cfg.eval_type} (or use --eval-type mock)")
-    if cfg.eval_type != "mock" and cfg.api_url:
+    if cfg.eval_type not in ("mock", "answers") and cfg.api_url:
         from groundscope.client.apis import wire_api
 
         wire_api(cfg.eval_type).endpoint(cfg.api_url, cfg.api_key)  # a ConfigError now
@@ -461,8 +479,22 @@ def _cross_check(cfg: TaskConfig) -> None:
         raise ConfigError(f"{flag}: needs PyAV, which is not installed: {PYAV_HINT}")
 
 
+def _check_answers(cfg: TaskConfig) -> None:
+    """``eval_type answers`` (implied by ``answers``): no endpoint; the model name defaults to
+    ``answers``; one answer per sample unless an answers file numbers its repeats."""
+    if cfg.answers is not None and cfg.eval_type != "answers":
+        raise ConfigError(f"answers: an answers file needs eval_type answers, not {cfg.eval_type}")
+    if cfg.executor == "ray":
+        raise ConfigError("executor: ray does not run eval_type answers (nothing to scale out); "
+                          "use the local executor")
+    if cfg.repeats > 1 and cfg.answers is None:
+        raise ConfigError("repeats: a record holds one answer; give an answers file with a "
+                          "'repeat' field to grade several")
+
+
 def _check_judge_urls(judge: JudgeConfig, eval_type: str) -> None:
-    """A judge URL is http(s), or ``mock`` (the offline simulator) in an ``eval_type=mock`` run;
+    """A judge URL is http(s), or ``mock`` (the offline simulator) in an ``eval_type=mock`` or
+    ``answers`` run (the latter starts a judge-only simulator);
     it does not carry credentials (user:password@) and an API key at once."""
     from urllib.parse import urlsplit
 
@@ -474,8 +506,9 @@ def _check_judge_urls(judge: JudgeConfig, eval_type: str) -> None:
     for name, m in named:
         where = f"{name}.api_url"
         if m.api_url == "mock":
-            if eval_type != "mock":
-                raise ConfigError(f"{where}: 'mock' (the offline simulator) needs eval_type mock")
+            if eval_type not in ("mock", "answers"):
+                raise ConfigError(f"{where}: 'mock' (the offline simulator) needs eval_type mock "
+                                  "or answers")
             continue
         parts = urlsplit(m.api_url.strip())
         if parts.scheme not in ("http", "https") or not parts.netloc:

@@ -11,9 +11,9 @@ __all__ = ["EvalType", "EvalTypeName", "JudgeStrategy", "JudgeStrategyName", "Mo
 
 # The model APIs (client/apis.py): the evaluated model's and each judge model's ``eval_type``.
 ModelAPI = Literal["openai_api", "anthropic_api", "openai_responses_api"]
-# Where the evaluated model runs (``TaskConfig.eval_type``): an API or ``mock``, the built-in
-# offline simulator.
-EvalTypeName = Literal[ModelAPI, "mock"]
+# Where the evaluated model runs (``TaskConfig.eval_type``): an API, ``mock`` (the built-in
+# offline simulator) or ``answers`` (answers read from the records or an answers file, no model).
+EvalTypeName = Literal[ModelAPI, "mock", "answers"]
 # ``judge.strategy`` values.
 JudgeStrategyName = Literal["auto", "rule", "llm", "llm_recall"]
 

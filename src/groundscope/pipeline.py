@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from groundscope.errors import MediaError, ModelError
 from groundscope.metrics import category_of
@@ -28,14 +28,27 @@ from groundscope.rowcodec import prediction_from_json, sample_to_json, score_fro
 from groundscope.scoring import Scorer, score_safely
 from groundscope.scoring.groups import GROUP_REQUEST_HASH
 from groundscope.store import RunStore
-from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
+from groundscope.types import Completion, Prediction, PredictionStatus, Sample, Score, ScoreStatus
 from groundscope.usage import metering
 
 if TYPE_CHECKING:
-    from groundscope.client.chat import ChatClient
+    from groundscope.client.retry import OnRetry
     from groundscope.plan import DatasetRun
 
 log = logging.getLogger("groundscope")
+
+
+class ModelClient(Protocol):
+    """Where a sample's answer comes from: ``client.chat.ChatClient`` (asks the model) or
+    ``client.answers.AnswersClient`` (reads a given answer). ``sample_hash`` fingerprints
+    what would be asked (a resume reuses a saved prediction of the same hash)."""
+
+    model: str
+
+    def sample_hash(self, sample: Sample, repeat: int) -> str: ...
+
+    async def complete_sample(self, sample: Sample, repeat: int, *,
+                              on_retry: OnRetry | None = None) -> Completion: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +103,7 @@ class SampleResult:
 
 
 async def evaluate_sample(sample: Sample, repeat: int, scorers: Sequence[Scorer], *,
-                          client: ChatClient | None, saved: Saved = NOTHING_SAVED,
+                          client: ModelClient | None, saved: Saved = NOTHING_SAVED,
                           redact: Callable[[str], str] = str, hooks: Hooks = NO_HOOKS) -> SampleResult:
     """Request (or reuse) the ``repeat``-th prediction of ``sample``, then score it."""
     async with hooks.model_slot:
@@ -107,17 +120,15 @@ async def evaluate_sample(sample: Sample, repeat: int, scorers: Sequence[Scorer]
     return SampleResult(predicted, tuple(scores))
 
 
-async def _predict(client: ChatClient | None, sample: Sample, repeat: int, saved: Saved,
+async def _predict(client: ModelClient | None, sample: Sample, repeat: int, saved: Saved,
                    redact: Callable[[str], str]) -> Predicted:
-    from groundscope.client.openai import request_hash
-
     row = saved.prediction
     if client is None:  # re-scoring: the evaluated model is never called again
         if row is None:
             raise ValueError(f"{sample.id}: no model to ask and no saved prediction")
         return Predicted(prediction_from_json(row), new=False, cached=True)
     try:
-        req_hash = request_hash(sample.messages, client.model, client.generation_config)
+        req_hash = client.sample_hash(sample, repeat)
     except MediaError as exc:
         return Predicted(Prediction(sample.id, "unhashable", PredictionStatus.ERROR, error=str(exc),
                                     error_kind="media", attempts=0, repeat=repeat))
@@ -136,7 +147,7 @@ async def _predict(client: ChatClient | None, sample: Sample, repeat: int, saved
     return Predicted(await _request(client, sample, req_hash, repeat, redact))
 
 
-async def _request(client: ChatClient, sample: Sample, req_hash: str, repeat: int,
+async def _request(client: ModelClient, sample: Sample, req_hash: str, repeat: int,
                    redact: Callable[[str], str]) -> Prediction:
     attempts = 1
 
@@ -147,7 +158,7 @@ async def _request(client: ChatClient, sample: Sample, req_hash: str, repeat: in
 
     start = time.perf_counter()
     try:
-        completion = await client.complete(sample.messages, on_retry=on_retry)
+        completion = await client.complete_sample(sample, repeat, on_retry=on_retry)
     except MediaError as exc:
         return Prediction(sample.id, req_hash, PredictionStatus.ERROR, error=str(exc),
                           error_kind="media", attempts=attempts, repeat=repeat,

@@ -147,7 +147,9 @@ def iter_samples(
     ctx = {"system_prompt": args.system_prompt, "prompt_template": args.prompt_template,
            "shuffle_choices": args.shuffle_choices, "seed": cfg.seed,
            "human_label_field": cfg.judge.human_label_field if cfg.judge else "human_label",
-           "max_media": cfg.max_media_per_record}
+           "max_media": cfg.max_media_per_record,
+           # eval_type answers without an answers file: each record's own answer
+           "answer_field": "prediction" if cfg.eval_type == "answers" and cfg.answers is None else None}
     for subset in run.subsets:
         stream = load_samples(run.name, Path(args.local_path or ""), [subset],
                               limit=None if args.shuffle else cfg.limit, ctx_kwargs=ctx,

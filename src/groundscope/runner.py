@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from groundscope import logs
 from groundscope.client.mediaprep import prefetch
 from groundscope.config import TaskConfig
+from groundscope.dataset.answers import log_answers, note_join, open_answers
 from groundscope.errors import (
     ErrorBudgetExceeded,
     NothingEvaluated,
@@ -64,6 +65,7 @@ from groundscope.resume import check_same_shard, warn_config_changes
 from groundscope.scaleout.session import check_address
 from groundscope.scaleout.shipping import require_ray, shipped_config
 from groundscope.scoring import ScoringContext
+from groundscope.scoring.judge import mock_judged
 from groundscope.sharding import Dealer
 from groundscope.sidework import SideWork
 from groundscope.store import MEDIA_ROOTS_KEY, RunStore, check_subset_files
@@ -98,6 +100,9 @@ class Runner:
             require_ray()
             check_address(cfg.ray_address)
         check_endpoints(cfg)  # a wrong port or host: one line now, before a run directory
+        # --answers: the file read (and its bad lines shown) before a run directory
+        self._answers = open_answers(cfg.answers, cfg.max_record_bytes, strict=cfg.strict) \
+            if cfg.answers is not None else None
         if cfg.strict:  # as EvalScope: a bad record is fatal, before any request or run directory
             contextvars.copy_context().run(self._check_records)
         if cfg.use_cache:
@@ -116,6 +121,7 @@ class Runner:
         self._live = LiveView(self.datasets, self.scoring, cfg.pricing)
         self._progress = Progress(self.progress, self._live.status)
         self._redactor = Redactor(cfg.secrets())  # log lines and error texts saved in outputs
+        self._missing: dict[str, list[str]] = {}  # dataset -> ids the answers file lacks
 
     def _check_records(self) -> None:
         """Read every record with ``strict`` (the first bad one raises), under this run's
@@ -126,8 +132,11 @@ class Runner:
         media.set_max_pixels(self.cfg.max_image_pixels)
         media.set_media_settings(self.cfg.media_settings())
         for run in self.datasets:
-            for _ in iter_samples(self.cfg, run, strict=True):
-                pass
+            for _, sample in iter_samples(self.cfg, run, strict=True):
+                if self._answers is not None and isinstance(sample, Sample):
+                    self._answers.require(sample, self.cfg.repeats)  # --strict: none missing
+        if self._answers is not None and self.cfg.limit is None:  # beyond --limit: not extra
+            self._answers.require_all_used()
 
     @property
     def skipped_notes(self) -> list[str]:
@@ -165,6 +174,8 @@ class Runner:
         self.store.write_config({**cfg.redacted(), MEDIA_ROOTS_KEY: list(roots)})
         media.set_max_pixels(cfg.max_image_pixels)  # this run's context: load and send
         media.set_media_settings(cfg.media_settings())  # frames, image sizes, wav: model and judges
+        if self._answers is not None:
+            log_answers(self._answers)
         try:
             async with AsyncExitStack() as stack:
                 api_url = cfg.api_url
@@ -172,12 +183,20 @@ class Runner:
                 if cfg.eval_type == "mock":
                     api_url = await self._start_simulator(stack)
                     self.scoring.mock_url = api_url
+                elif cfg.eval_type == "answers" and mock_judged(cfg.judge):  # judges only
+                    from groundscope.simulator import start_judge_simulator
+
+                    server = await start_judge_simulator(cfg.simulator)
+                    stack.push_async_callback(server.astop)
+                    self.scoring.mock_url = server.base_url
                 if cfg.executor == "ray":
                     await self._evaluate_ray(api_url or "")
                 else:
                     await self._evaluate_local(stack, api_url)
                 for run in self.datasets:  # the groups, once every member is scored
                     await finish_groups(self.store, run)
+            if self._answers is not None:
+                note_join(self._answers, self.datasets, self._missing)
             for run in self.datasets:
                 if run.summary.changed:
                     log.warning("%s: %d samples changed since the cached run (request or "
@@ -203,6 +222,12 @@ class Runner:
         from groundscope.client.chat import ChatClient
         from groundscope.client.retry import RetryPolicy
 
+        if cfg.eval_type == "answers":  # read, never requested: client/answers.py
+            from groundscope.client.answers import AnswersClient
+
+            book = self._answers
+            await self._evaluate(AnswersClient(cfg.model, book.lookup if book else None))  # type: ignore[arg-type]
+            return
         api = cfg.simulator.api if cfg.eval_type == "mock" else cfg.eval_type
         gate = self.scoring.gate("model", api_url or "", cfg.model, cfg.eval_batch_size,
                                  rpm=cfg.rpm, tpm=cfg.tpm, max_pause=cfg.retry_max_delay)
@@ -296,7 +321,17 @@ class Runner:
                 if not mine:
                     continue
                 for repeat in range(self.cfg.repeats):
+                    if self._answers is not None and self._answers.lookup(loaded, repeat) is None:
+                        self._unanswered(run, subset, loaded, repeat)
+                        continue
                     yield Item(run, subset, loaded, repeat)
+
+    def _unanswered(self, run: DatasetRun, subset: str, sample: Sample, repeat: int) -> None:
+        """A sample the answers file has no answer for: skipped, counted, named at the end."""
+        run.summary.skipped += 1
+        self._missing.setdefault(run.name, []).append(sample.id + (f"#r{repeat}" if repeat else ""))
+        self.store.append_skipped(run.name, subset, f"{sample.origin}: id: {sample.id!r} has no "
+                                                    f"answer in {self.cfg.answers}")
 
     def _skip(self, run: DatasetRun, subset: str, problem: str) -> None:
         run.summary.skipped += 1
@@ -316,7 +351,8 @@ class Runner:
         ahead = asyncio.Semaphore(min(n_model, _READ_AHEAD))
         self._model_slots = asyncio.Semaphore(n_model)
         self._score_slots = asyncio.Semaphore(n_score)
-        self._live.client = client
+        if self.cfg.eval_type != "answers":  # an answers run has no endpoint to show
+            self._live.client = client
         records = sum(planned_records(self.cfg, run) for run in self.datasets)
         shard = Dealer.of(self.cfg.shard)  # a shard's total: the records dealt to it
         self._progress.expected = Expected(shard.share(records) if shard else records,
@@ -357,7 +393,7 @@ class Runner:
         hooks = Hooks(self._model_slot(ahead), self._score_slots,
                       partial(self.on_prediction, item), partial(self.on_score, item))
         saved = self._saved(item)
-        if saved.prediction is None:  # to be asked: its media converted while it waits
+        if saved.prediction is None and self.cfg.eval_type != "answers":  # media converted while it waits
             prefetch(item.sample.messages)
         await evaluate_sample(item.sample, item.repeat, item.run.scorers, client=client,
                               saved=saved, redact=self._redactor.redact, hooks=hooks)
@@ -418,7 +454,7 @@ class Runner:
         s.count(pred.status is PredictionStatus.OK, pred.error_kind)
         s.cached += p.cached
         s.changed += p.changed
-        if pred.completion is not None:  # a reused answer cost nothing now: cached
+        if pred.completion is not None and self.cfg.eval_type != "answers":  # read answers: no request
             s.usage.add(MODEL_STEP, self.cfg.model, pred.completion.usage, billed=not p.cached)
         self._done += 1
         if pred.status is PredictionStatus.OK:

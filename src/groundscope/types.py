@@ -134,7 +134,8 @@ class Sample:
     none; for multiple choice the correct letter). ``choices`` are the option letters of a
     multiple-choice sample, in prompt order. ``question`` is the human-readable question text
     (for judges and reports). ``metadata`` carries record fields that scorers may use
-    (``category``, ``group``, ``elements``, ``human_label``, ...).
+    (``category``, ``group``, ``elements``, ``human_label``, ...). ``answer`` is the record's
+    own answer (its ``prediction``), read only by ``--eval-type answers``.
     """
 
     id: str
@@ -147,6 +148,7 @@ class Sample:
     choices: tuple[str, ...] = ()
     question: str = ""
     metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    answer: str | None = None
 
     def media(self) -> tuple[MediaRef, ...]:
         return tuple(m for msg in self.messages for m in msg.media())

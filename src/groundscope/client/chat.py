@@ -59,13 +59,13 @@ from groundscope.client.gate import QUOTA_KINDS, Gate, Outcome, RateGate
 from groundscope.client.http_errors import truncate
 from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES, ERROR_BODY_BYTES, HEADER_LIMITS, read_body
 from groundscope.client.mediaprep import prepare_messages
-from groundscope.client.openai import CHAT
+from groundscope.client.openai import CHAT, request_hash
 from groundscope.client.ratelimit import retry_after
 from groundscope.client.retry import OnRetry, RetryPolicy, call_with_retry
 from groundscope.client.wire import WireAPI
 from groundscope.errors import ModelError, ResponseError, RetryableError
 from groundscope.redaction import Redactor, redact_url, url_secrets
-from groundscope.types import Completion, Message
+from groundscope.types import Completion, Message, Sample
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +162,16 @@ class ChatClient:
             )
             self._session, self._loop = session, loop
         return session
+
+    def sample_hash(self, sample: Sample, repeat: int) -> str:
+        """The hash of the request this client sends for ``sample`` (``openai.request_hash``);
+        the per-sample interface ``pipeline.evaluate_sample`` uses (``client/answers.py`` too)."""
+        return request_hash(sample.messages, self.model, self.generation_config)
+
+    async def complete_sample(self, sample: Sample, repeat: int, *,
+                              on_retry: OnRetry | None = None) -> Completion:
+        """:meth:`complete` of ``sample``'s messages."""
+        return await self.complete(sample.messages, on_retry=on_retry)
 
     async def complete(
         self,

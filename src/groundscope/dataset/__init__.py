@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from groundscope.dataset.base import ExpandRecord, FormatContext, RecordToSample
 from groundscope.dataset.discover import find_subset_file, list_subsets
 from groundscope.dataset.readers import DEFAULT_MAX_RECORD_BYTES, count_records, iter_records
 from groundscope.errors import ConfigError, DatasetError, MediaError, RecordError
-from groundscope.types import Sample
+from groundscope.types import Origin, Sample
 
 __all__ = ["FORMATS", "DatasetFormat", "FormatContext", "get_format", "load_samples"]
 
@@ -134,6 +134,26 @@ def load_samples(
             yield subset, item
 
 
+def with_answers(samples: list[Sample], record: Mapping[str, Any], origin: Origin,
+                 name: str) -> list[Sample]:
+    """``samples`` (one record's) carrying the record's answers: field ``name`` holds a string,
+    or for a record with paraphrases a list of one answer per phrasing (the question first).
+    No answer (absent, null, blank) is a bad record, never an empty answer."""
+    value = record.get(name)
+    values = value if isinstance(value, list) else [value]
+    if len(samples) > 1 and not isinstance(value, list):
+        raise record_error(origin, name, f"a record with {len(samples)} phrasings needs a list "
+                                         f"of {len(samples)} answers, the question's first")
+    if len(values) != len(samples):
+        raise record_error(origin, name, f"{len(values)} answers for {len(samples)} phrasings")
+    out = []
+    for sample, answer in zip(samples, values, strict=True):
+        if isinstance(answer, bool) or not isinstance(answer, str | int | float) or str(answer).strip() == "":
+            raise record_error(origin, name, "no answer (absent, empty or not text)")
+        out.append(replace(sample, answer=str(answer)))
+    return out
+
+
 def _context(
     name: str,
     subset: str,
@@ -167,7 +187,10 @@ def _subset_items(
             continue
         try:  # a record that expands is converted whole before any of its samples is yielded
             records = fmt.expand(record, origin) if fmt.expand else [record]
-            yield from [fmt.record_to_sample(r, origin, ctx) for r in records]
+            samples = [fmt.record_to_sample(r, origin, ctx) for r in records]
+            if ctx.answer_field:
+                samples = with_answers(samples, record, origin, ctx.answer_field)
+            yield from samples
         except RecordError as exc:
             yield exc
         except MediaError as exc:  # a format should convert these; never lose the origin

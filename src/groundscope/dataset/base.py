@@ -23,6 +23,8 @@ class FormatContext:
     first; it is an allowed media root).
     ``human_label_field`` is the record column holding a human correct/incorrect label
     (``judge.human_label_field``); formats keep it as ``metadata["human_label"]``.
+    ``answer_field`` (``--eval-type answers`` without an answers file): the record field
+    holding the answer, kept as ``Sample.answer``; a record without one is bad.
     ``max_media`` (``TaskConfig.max_media_per_record``): a record supplying more media is
     bad, found before any of them is looked at.
     """
@@ -36,6 +38,7 @@ class FormatContext:
     seed: int | None = None
     human_label_field: str = "human_label"
     max_media: int = 64
+    answer_field: str | None = None  # --eval-type answers: the record's answer (``prediction``)
 
 
 RecordToSample = Callable[[dict[str, Any], Origin, FormatContext], Sample]

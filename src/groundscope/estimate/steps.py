@@ -166,7 +166,8 @@ class Steps:
     def sample(self, subset: str, sample: Sample, steps: DatasetSteps) -> None:
         """Count one sample's requests (every repeat)."""
         r, prompt, opts = self.cfg.repeats, self.counter.prompt, self._opts
-        self.model.add(r, prompt(sample.messages, tally=True))
+        if self.cfg.eval_type != "answers":  # answers are read, not asked
+            self.model.add(r, prompt(sample.messages, tally=True))
         referenced = any(t.strip() for t in sample.target)
         free = sample.answer_kind is AnswerKind.FREE
         if referenced and (steps.recall or (steps.judged and free)) and self.cfg.judge:
