@@ -223,6 +223,7 @@ def server(mixed: tuple[Path, list[str], int]) -> Any:
         yield url
 
 
+@pytest.mark.slow
 def test_good_records_are_scored_and_bad_ones_counted(mixed: tuple, server: str,
                                                      tmp_path: Path) -> None:
     root, expected, n_good = mixed
@@ -293,7 +294,7 @@ USER_ERRORS = [
     (["--api-key", "$GS_UNSET_VARIABLE"], "api_key: environment variable GS_UNSET_VARIABLE is not set"),
     (["--max-image-pixels", "0"], "max_image_pixels: Input should be greater than or equal to 1"),
     (["--eval-type", "mokc"], "eval_type: Input should be 'openai_api', 'anthropic_api', "
-                              "'openai_responses_api' or 'mock'"),
+                              "'openai_responses_api', 'mock' or 'answers'"),
 ]
 
 
@@ -318,6 +319,7 @@ def test_user_errors_are_one_line_before_any_request(extra: list[str], message: 
     assert not (tmp_path / "out").exists()  # detected before a run directory is made
 
 
+@pytest.mark.slow
 def test_a_bad_byte_mid_file_is_one_skipped_record(tmp_path: Path) -> None:
     """A row with bytes that are not UTF-8 far into a TSV is one bad record (its physical
     line, the column) while the task group is sending requests: the run goes on to its report."""

@@ -256,6 +256,7 @@ def _small_run(work: Path, model: str, *extra: str) -> Path:
     return work
 
 
+@pytest.mark.slow
 def test_a_run_directory_of_schema_1_is_still_read(tmp_path: Path) -> None:
     """Before EvalScope's file took ``<dataset>.json``, groundscope's report was there: the
     HTML page, comparisons and ``groundscope report`` still read such a run."""
@@ -275,6 +276,7 @@ def test_a_run_directory_of_schema_1_is_still_read(tmp_path: Path) -> None:
     assert is_report_json(json.loads((folder / "general_vqa.json").read_text()))
 
 
+@pytest.mark.slow
 def test_resuming_a_run_whose_model_folder_has_the_whole_model_name(tmp_path: Path) -> None:
     """Runs written before ``model_id`` defaulted to the model's last path part keep their
     outputs under the whole name (``org/m`` -> ``org_m``): a resume reuses them."""

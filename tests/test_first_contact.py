@@ -93,7 +93,8 @@ def test_a_404_names_the_url_posted_to_and_suggests_the_v1_base(
 
 def test_an_unknown_model_lists_what_v1_models_offers(capsys: pytest.CaptureFixture[str],
                                                       tmp_path: Path) -> None:
-    with SimulatorServer(behaviour=SimBehaviour(models=("vl-large", "vl-small"))) as url:
+    with SimulatorServer(behaviour=SimBehaviour(models=("vl-large", "vl-small"),
+                                                gateway="litellm")) as url:  # LiteLLM's 400
         code, err = _eval(capsys, tmp_path, "--model", "vl-larg", "--api-url", url,
                           "--eval-batch-size", "4")
     assert code == 1

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 pytest.importorskip("ray")
+# a local Ray per module, runs of seconds: CI runs them in its Ray step (-o addopts=-q)
+pytestmark = pytest.mark.slow
 
 from aiohttp import web
 

@@ -409,7 +409,8 @@ async def test_records_strip_base64_and_keep_bodies_keeps_it(tmp_path: Path) -> 
 
 
 def test_a_model_list_refuses_other_names_and_is_what_v1_models_offers() -> None:
-    with SimulatorServer(behaviour=SimBehaviour(models=("vl-large", "vl-small"))) as url:
+    with SimulatorServer(behaviour=SimBehaviour(models=("vl-large", "vl-small"),
+                                                gateway="litellm")) as url:
         status, _, raw = http(f"{url}/models")
         assert status == 200 and [m["id"] for m in json.loads(raw)["data"]] == ["vl-large", "vl-small"]
         status, _, raw = http(f"{url}/chat/completions", {**chat("hi"), "model": "vl-larg"})

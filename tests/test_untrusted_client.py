@@ -220,6 +220,7 @@ def test_every_malformed_body_fails_its_sample_and_the_run_goes_on(tmp_path: Pat
     assert report["summary"]["errors_by_kind"] == {"malformed_response": len(preds)}
 
 
+@pytest.mark.slow
 def test_a_malformed_body_is_retried_and_stops_a_strict_run_cleanly(data: Path, tmp_path: Path) -> None:
     """``malformed_response`` is retryable: the second attempt succeeds. Without
     --ignore-errors a sample that stays malformed stops the run with exit 1, no traceback."""
@@ -323,6 +324,7 @@ def test_oversized_headers_are_a_malformed_response(data: Path, tmp_path: Path) 
     assert all("invalid HTTP response head" in p["error"] for p in preds)
 
 
+@pytest.mark.slow
 def test_max_response_bytes_is_a_setting_for_model_and_judges(data: Path, tmp_path: Path) -> None:
     """``--max-response-bytes``: 2 MiB answers pass the default cap and fail under a 1 MiB
     cap, for the model and for a judge alike."""
@@ -352,6 +354,7 @@ def test_max_response_bytes_is_a_setting_for_model_and_judges(data: Path, tmp_pa
 # ------------------------------------------------------------------ groundscope simulate
 
 
+@pytest.mark.slow
 def test_the_hostile_modes_are_simulate_flags(data: Path, tmp_path: Path) -> None:
     """``groundscope simulate --echo-key reply --malformed-body each --rate-malformed 0.5``
     in its own process: a run against it hides the echoed key and records the broken bodies

@@ -269,6 +269,7 @@ GOOD = [_ask("<image 1> What is it?", image_1="good.jpg", answer="a green disc")
         _ask("<audio 1> What is it?", audio_1="tone.wav", answer="a tone")]
 
 
+@pytest.mark.slow
 def test_a_run_skips_outside_media_and_sends_none_of_their_bytes(layout: dict[str, Path]) -> None:
     data, out = layout["data"], layout["outside"]
     (data / "tone.wav").write_bytes(wav_bytes())
@@ -326,6 +327,7 @@ def _page_media(run_dir: Path) -> tuple[int, int, int]:
             + page.count("outside the run's allowed media roots"))
 
 
+@pytest.mark.slow
 def test_report_html_never_embeds_a_file_outside_the_runs_roots(layout: dict[str, Path]) -> None:
     data, out, cwd = layout["data"], layout["outside"], layout["cwd"]
     (data / "tone.wav").write_bytes(wav_bytes())

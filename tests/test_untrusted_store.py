@@ -253,6 +253,7 @@ def test_foreign_dirs_are_refused_before_anything_is_written(
     assert server.stats()["requests"] == 0
 
 
+@pytest.mark.slow
 def test_use_cache_of_a_work_dir_resumes_its_latest_run(
         data: Path, server: SimulatorServer, tmp_path: Path) -> None:
     """A user passes the --work-dir they used: the latest run in it is resumed (said on
@@ -391,6 +392,7 @@ def _disk_full_line(proc: subprocess.CompletedProcess) -> str:
     return line
 
 
+@pytest.mark.slow
 def test_disk_full_mid_run_is_one_line_and_resumable(
         data: Path, samples: list, server: SimulatorServer, finished: Path, tmp_path: Path,
         small_disk: Path) -> None:
@@ -407,6 +409,7 @@ def test_disk_full_mid_run_is_one_line_and_resumable(
     assert report_numbers(run_dir)["metrics"] == report_numbers(finished)["metrics"]
 
 
+@pytest.mark.slow
 def test_disk_full_at_start_leaves_no_torn_config(
         data: Path, samples: list, server: SimulatorServer, tmp_path: Path,
         small_disk: Path) -> None:
@@ -535,6 +538,7 @@ def test_a_torn_config_is_one_line_for_every_command(
 # ------------------------------------------------------------------ item 10: reuse by content
 
 
+@pytest.mark.slow
 def test_same_bytes_with_new_dates_are_not_asked_again(
         data: Path, samples: list, finished: Path, tmp_path: Path) -> None:
     run_dir = copy_run(finished, tmp_path)

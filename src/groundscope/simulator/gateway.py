@@ -39,10 +39,14 @@ class UnknownModel(BadRequest):
     status = 404
 
 
-def check_model(body: Mapping[str, Any], models: Sequence[str]) -> None:
-    """Refuse a model outside ``models`` (an empty list serves any name)."""
+def check_model(body: Mapping[str, Any], models: Sequence[str], style: str = "openai") -> None:
+    """Refuse a model outside ``models`` (an empty list serves any name): OpenAI's 404, or
+    for ``style`` ``litellm`` the proxy's 400 naming ``/v1/models``."""
     name = body.get("model")
     if models and name not in models:
+        if style == "litellm":
+            raise BadRequest(f"Invalid model name passed in model={name}. Call `/v1/models` to "
+                             "view available models", code="model_not_found", param="model")
         raise UnknownModel(f"The model `{name}` does not exist or you do not have access to it.",
                            code="model_not_found", param="model")
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import hashlib
 import logging
 import socket
@@ -180,6 +179,16 @@ class SimulatorServer:
             })
 
     # ------------------------------------------------------------ handlers
+    # one method per API, so that a test's subclass can hold or count one API's requests
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(CHAT, request)
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(MESSAGES, request)
+
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(RESPONSES, request)
 
     async def _serve(self, api: SimAPI, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()  # the latency counts from here: parsing is part of it
@@ -191,7 +200,7 @@ class SimulatorServer:
             chat = api.to_chat(body, request.headers)
             texts, ids, stripped, tokens = parse_messages(chat.get("messages"))
             check_params(chat)
-            check_model(chat, self.behaviour.models)
+            check_model(chat, self.behaviour.models, self.behaviour.gateway)
         except (orjson.JSONDecodeError, BadRequest) as err:
             msg, status = (str(err), err.status) if isinstance(err, BadRequest) else (
                 "could not parse the JSON body", 400)
@@ -317,9 +326,10 @@ class SimulatorServer:
     def _app(self) -> web.Application:
         restyle = gateway_middleware(self.behaviour.gateway)  # its rate headers (gateway.py)
         app = web.Application(client_max_size=512 * 1024**2, middlewares=[restyle])
-        for api in (CHAT, MESSAGES, RESPONSES):
+        handlers = {CHAT: self._chat, MESSAGES: self._messages, RESPONSES: self._responses}
+        for api, handler in handlers.items():
             for route in api.routes:
-                app.router.add_post(route, functools.partial(self._serve, api))
+                app.router.add_post(route, handler)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/_sim/requests", self._sim_requests)
         app.router.add_get("/_sim/bodies", self._sim_bodies)
