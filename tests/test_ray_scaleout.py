@@ -17,8 +17,6 @@ from typing import Any
 import pytest
 
 pytest.importorskip("ray")
-# a local Ray per module, runs of seconds: CI runs them in its Ray step (-o addopts=-q)
-pytestmark = pytest.mark.slow
 
 from aiohttp import web
 
@@ -38,6 +36,9 @@ from reliability_support import (
     samples_of,
     write_dataset,
 )
+
+# a local Ray per module, runs of seconds: CI runs them in its Ray step (-o addopts=-q)
+pytestmark = pytest.mark.slow
 
 BEHAVIOUR = SimBehaviour(accuracy=0.7, seed=5, latency_ms=15)
 BATCH = 3

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("ray")
-# a local Ray per module, runs of seconds: CI runs them in its Ray step (-o addopts=-q)
-pytestmark = pytest.mark.slow
 
 from cli_support import EXAMPLES
 from ray_support import RAY_ENV
+
+# a local Ray per module, runs of seconds: CI runs them in its Ray step (-o addopts=-q)
+pytestmark = pytest.mark.slow
 
 VQA = ["--eval-type", "mock", "--model", "m", "--datasets", "general_vqa", "--dataset-args",
        '{"general_vqa": {"local_path": "%s"}}' % (EXAMPLES / "vqa")]
