@@ -133,10 +133,13 @@ def test_a_local_ray_started_for_a_run_leaves_no_process_and_no_temp_dir(
     from reliability_support import eval_args, popen_cli, rows, samples_of, write_dataset
 
     data = write_dataset(tmp_path / "data", per_subset=4)
-    server = HoldingSimulator(samples_of(data), open_for=3 if ending == "ctrl-c" else 10**9)
+    if ending == "error":  # it serves another model: the first request's 404 stops the run
+        from groundscope.simulator import SimBehaviour, SimulatorServer
+
+        server = SimulatorServer(behaviour=SimBehaviour(models=("another-model",)))
+    else:
+        server = HoldingSimulator(samples_of(data), open_for=3 if ending == "ctrl-c" else 10**9)
     url = server.start()
-    if ending == "error":
-        url = f"http://127.0.0.1:{closed_port()}/v1"  # the first failed request stops the run
     short_tmp = tempfile.mkdtemp(prefix="gsT")  # the system temp dir of the run, short
     run_dir = tmp_path / ("w" * 40) / "run"  # too long for Ray's sockets: a scratch temp dir
     env = {**RAY_ENV, "TMPDIR": short_tmp, KEY_VAR: KEY}
