@@ -163,7 +163,7 @@ async def _process_run_in_roots(run_dir: Path, cfg: TaskConfig, *, rescore: bool
             store.close()
         # the JSON reports are written; a rendering failure must not undo them. A merge's
         # page is an end-of-run page (bounded: memory does not grow with the rows); report
-        # rebuilds it in full
+        # rebuilds it with more samples (report/embed.py: REPORT_SAMPLES)
         write_page(run_dir, end_of_run=merging)
     finally:
         store.unlock()

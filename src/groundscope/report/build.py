@@ -64,12 +64,12 @@ def write_page(run_dir: Path, *, end_of_run: bool = False) -> Path | None:
     """report.html, written last: a rendering failure is logged, never costs the other
     outputs (None). ``end_of_run``: within the budget the end of ``eval`` affords."""
     try:
-        from groundscope.report.embed import END_OF_RUN_BUDGET, END_OF_RUN_SAMPLES
+        from groundscope.report.embed import END_OF_RUN_BUDGET, END_OF_RUN_SAMPLES, REPORT_SAMPLES
         from groundscope.report.html import write_html
 
         if end_of_run:
             return write_html(run_dir, media_budget=END_OF_RUN_BUDGET, max_samples=END_OF_RUN_SAMPLES)
-        return write_html(run_dir)
+        return write_html(run_dir, max_samples=REPORT_SAMPLES)
     except Exception as exc:
         log.error("could not write report.html: %s: %s", type(exc).__name__, exc)
         return None

@@ -48,6 +48,9 @@ DEFAULT_BUDGET = 16 * 1024 * 1024
 # as much CPU as sending a sample); ``groundscope report RUN_DIR`` rebuilds it with more.
 END_OF_RUN_BUDGET = 128 * 1024
 END_OF_RUN_SAMPLES = 1000  # and so many samples at most, so its memory does not grow with N
+# ``groundscope report``'s page: the first so many samples. A sample held while the page is
+# built costs ~10 KB: a whole 200,000-row run took 2.4 GB (benchmarks/bench_merge.py)
+REPORT_SAMPLES = 10_000
 OUTSIDE_ROOTS = "not embedded: outside the run's allowed media roots"
 _NOT_A_PATH = re.compile(r"^(?:https?://|data:|(?:image|audio|video):sha256:)", re.IGNORECASE)
 

@@ -26,7 +26,7 @@ import orjson
 from groundscope.fileio import atomic_write
 from groundscope.media import chosen_media_roots, media_roots_in_force
 from groundscope.metrics import BOOTSTRAP_MAX_N, OVERALL
-from groundscope.report.embed import DEFAULT_BUDGET, MediaTable
+from groundscope.report.embed import DEFAULT_BUDGET, REPORT_SAMPLES, MediaTable
 from groundscope.report.model import DatasetReport
 from groundscope.report.page import asset, render_page, table
 from groundscope.report.plots import Bar, bar_chart, histogram
@@ -281,9 +281,9 @@ that broke its contract on one of its scorers. Click a row for its details.</p>
 def _cut_note(data: dict[str, Any]) -> str:
     if not data.get("cut"):
         return ""
-    return (f'<p class="gs-note gs-cut">This page, written at the end of the run, shows the first '
-            f'{len(data["samples"])} of {data["cut"]} samples (the charts too; the metrics table '
-            'covers all). <code>groundscope report RUN_DIR</code> rebuilds it with every sample.</p>')
+    return (f'<p class="gs-note gs-cut">This page shows the first {len(data["samples"])} of '
+            f'{data["cut"]} samples (the charts too; the metrics table covers all). '
+            f'<code>groundscope report RUN_DIR</code> rebuilds it with up to {REPORT_SAMPLES:,}.</p>')
 
 
 def _config_section(run: RunData) -> str:
