@@ -68,6 +68,38 @@ def test_judge_vs_human_on_the_labelled_example_equals_the_hand_computed_figures
     assert again["grounding_human_kappa"] == pytest.approx(KAPPA)
 
 
+def test_labels_given_in_an_answers_file_give_the_same_agreement(tmp_path: Path) -> None:
+    """The labels may come with the answers (``--answers``) instead of the records: the
+    labelled example's answers, graded from a file that carries its labels against the
+    records stripped of theirs, give the hand-computed figures."""
+    first = run_task(labelled_config(tmp_path / "asked"))
+    source = EXAMPLES / "grounding" / "labelled" / "labelled.jsonl"
+    records = [json.loads(x) for x in source.read_text().splitlines()]
+    labels = {r["id"]: {k: v for k, v in r.items() if k.startswith("human_")} for r in records}
+    data = tmp_path / "data"
+    data.mkdir()
+    for r in records:  # the records without labels; media paths valid from here
+        part = r["messages"][0]["content"][1]["image_url"]
+        part["url"] = str((source.parent / part["url"]).resolve())
+    (data / "labelled.jsonl").write_text("".join(
+        json.dumps({k: v for k, v in r.items() if not k.startswith("human_")}) + "\n"
+        for r in records))
+    saved = [json.loads(x) for p in (Path(first.run_dir) / "predictions").rglob("*.jsonl")
+             for x in p.read_text().splitlines()]
+    answers = tmp_path / "answers.jsonl"  # in another order than the dataset's
+    answers.write_text("".join(json.dumps({"id": row["sample_id"], "prediction": row["prediction"],
+                                           **labels[row["sample_id"]]}) + "\n"
+                               for row in reversed(saved)))
+    cfg = labelled_config(tmp_path / "graded")
+    cfg["dataset_args"]["general_vqa"]["local_path"] = str(data)
+    cfg["media_roots"] = [str(EXAMPLES / "media")]
+    rep = run_task({**cfg, "eval_type": "answers", "answers": str(answers)}).dataset("general_vqa")
+    rows = {r.metric: r for r in rep.metrics}
+    assert rows["grounding_human_accuracy"].score == pytest.approx(ACCURACY)
+    assert rows["grounding_human_kappa"].score == pytest.approx(KAPPA)
+    assert rep.extra["grounding"]["human"]["confusion"]["matrix"] == [[5, 1], [0, 3]]
+
+
 def test_without_labels_there_is_no_human_row(tmp_path: Path) -> None:
     cfg = labelled_config(tmp_path)
     data = tmp_path / "data"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import logging
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -321,10 +322,14 @@ class Runner:
                 if not mine:
                     continue
                 for repeat in range(self.cfg.repeats):
-                    if self._answers is not None and self._answers.lookup(loaded, repeat) is None:
-                        self._unanswered(run, subset, loaded, repeat)
-                        continue
-                    yield Item(run, subset, loaded, repeat)
+                    sample = loaded
+                    if self._answers is not None:
+                        if self._answers.lookup(loaded, repeat) is None:
+                            self._unanswered(run, subset, loaded, repeat)
+                            continue
+                        if labels := self._answers.labels_of(loaded, repeat):  # the file's labels
+                            sample = dataclasses.replace(loaded, metadata={**loaded.metadata, **labels})
+                    yield Item(run, subset, sample, repeat)
 
     def _unanswered(self, run: DatasetRun, subset: str, sample: Sample, repeat: int) -> None:
         """A sample the answers file has no answer for: skipped, counted, named at the end."""

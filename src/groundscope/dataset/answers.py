@@ -23,7 +23,9 @@ lmms-eval          ``samples_*.jsonl`` of ``--log_samples``: ``doc_id`` and ``fi
 =================  ==========================================================================
 
 A record without an answer (absent, null, blank) is a bad record: counted and named, never
-an empty answer. An id given twice (same subset and repeat) is a bad record too.
+an empty answer. An id given twice (same subset and repeat) is a bad record too. A line may
+carry human grounding labels (``human_hallucinated``, ``human_claims``: ``dataset/labels.py``,
+checked as in a dataset record); they stand for the record's own, for that answer.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from groundscope.dataset.base import record_error
+from groundscope.dataset.labels import grounding_labels
 from groundscope.dataset.readers import DEFAULT_MAX_RECORD_BYTES, iter_records
 from groundscope.errors import DatasetError, RecordError
 from groundscope.summary import Summary
@@ -60,6 +63,14 @@ class AnswerBook:
     answers: dict[Key, str] = field(default_factory=dict)
     bad: list[RecordError] = field(default_factory=list)
     used: set[Key] = field(default_factory=set)
+    labels: dict[Key, dict[str, Any]] = field(default_factory=dict)  # human grounding labels
+
+    def labels_of(self, sample: Sample, repeat: int) -> dict[str, Any]:
+        """The human grounding labels given with ``sample``'s ``repeat`` answer (may be none)."""
+        for key in ((sample.subset, sample.id, repeat), (None, sample.id, repeat)):
+            if key in self.answers:
+                return self.labels.get(key, {})
+        return {}
 
     def lookup(self, sample: Sample, repeat: int) -> str | None:
         """The answer of ``sample``'s ``repeat``: its subset's, else one given without subset."""
@@ -212,6 +223,7 @@ def _fill(book: AnswerBook, records: Iterator[Item], kind: str) -> None:
             continue
         try:
             key, answer = _ANSWER_OF[kind](record, origin)
+            labels = grounding_labels(record, origin) if isinstance(record, Mapping) else {}
         except RecordError as exc:
             book.bad.append(exc)
             continue
@@ -223,6 +235,8 @@ def _fill(book: AnswerBook, records: Iterator[Item], kind: str) -> None:
         if len(book.answers) >= MAX_ANSWERS:
             raise DatasetError(f"{origin}: more than {MAX_ANSWERS} answers")
         book.answers[key] = answer
+        if labels:
+            book.labels[key] = labels
 
 
 def _text(value: Any, origin: Origin, name: str) -> str:
