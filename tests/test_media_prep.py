@@ -394,3 +394,27 @@ def test_downscaled_exif_rotated_jpeg_keeps_its_upright_orientation(tmp_path: Pa
     assert got.size == (100, 200)  # upright: taller than wide, as a viewer shows it
     top, bottom = got.convert("RGB").getpixel((50, 20)), got.convert("RGB").getpixel((50, 180))
     assert top[2] > 200 and bottom[0] > 200  # the stored left (blue) is on top once turned
+
+
+def test_the_same_dataset_copied_to_another_folder_reads_its_own_media(tmp_path: Path) -> None:
+    """Two runs in one process over copies of one dataset in two folders: the second sends
+    its own files. The prepared-media cache was keyed by the media's content and name as
+    written, so the second run was handed the first folder's refs (outside its roots)."""
+    import shutil
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    reports = []
+    with SimulatorServer() as url:
+        for name in ("first", "second"):
+            root = tmp_path / name
+            shutil.copytree(examples / "vqa", root / "vqa")
+            shutil.copytree(examples / "media", root / "media")
+            reports.append(run_task({
+                "model": "m", "api_url": url, "datasets": ["general_vqa"],
+                "dataset_args": {"general_vqa": {"local_path": str(root / "vqa"),
+                                                 "subset_list": ["example_openai"]}},
+                "media_roots": [str(root / "media")], "work_dir": str(root / "out")}))
+            shutil.rmtree(root / "media")  # gone: the next run must not read it
+    for report in reports:
+        summary = report.dataset("general_vqa").summary
+        assert summary.errored == 0 and summary.succeeded == summary.requested > 0

@@ -30,9 +30,12 @@ def needs_preparing(ref: MediaRef, settings: MediaSettings | None = None) -> boo
 
 
 def prepare_key(ref: MediaRef) -> str:
-    """The identity of what :func:`prepare_ref` makes of ``ref`` under the settings in force."""
+    """The identity of what :func:`prepare_ref` makes of ``ref`` under the settings in force.
+    The folder the ref is read from is part of it: a medium that needs no conversion is sent
+    as the ref itself, and a copy of the same bytes in another dataset's folder (another
+    run in the process) must not be read through the first folder's ref."""
     s = media_settings()
-    return f"{fingerprint(ref)}|{s!r}|px={max_pixels()}"
+    return f"{fingerprint(ref)}|base={ref.base_dir}|{s!r}|px={max_pixels()}"
 
 
 def prepare_ref(ref: MediaRef) -> tuple[MediaRef, ...]:
