@@ -11,6 +11,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -56,16 +57,33 @@ def run_actors(kind: str) -> dict[str, Any]:
     return out
 
 
+def actor_pid(actor: Any) -> int:
+    """The process id of a live actor."""
+    import ray
+
+    return int(ray.get(actor.__ray_call__.remote(lambda _self: os.getpid()), timeout=60))
+
+
+def process_gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie awaiting its parent counts as ended)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return "\nState:\tZ" in status
+
+
 class HoldingSimulator(SimulatorServer):
     """Answers the first ``open_for`` chat requests, then holds every later one until
     :meth:`open` (or the server stops). Records a hash of each request body as it arrives
-    (``arrivals``) and what is held now (``held``)."""
+    (``arrivals``), what is held now (``held``) and everything it has held (``ever_held``)."""
 
     def __init__(self, *args: Any, open_for: int, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.open_for = open_for
         self.arrivals: list[str] = []
         self.held: list[str] = []
+        self.ever_held: list[str] = []
         self._mutex = threading.Lock()
         self._gate: asyncio.Event | None = None
         self._serving: asyncio.AbstractEventLoop
@@ -80,6 +98,7 @@ class HoldingSimulator(SimulatorServer):
             hold = len(self.arrivals) > self.open_for and not self._gate.is_set()
             if hold:
                 self.held.append(digest)
+                self.ever_held.append(digest)
         if hold:
             assert self._closing is not None
             closing = asyncio.ensure_future(self._closing.wait())
