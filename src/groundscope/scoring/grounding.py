@@ -69,8 +69,11 @@ from groundscope.scoring.grounding_prompt import (
     completeness_messages,
     parse_claims,
     parse_covered,
+    verify_batch_messages,
+    verify_messages,
 )
 from groundscope.scoring.normalise import normalise_answer
+from groundscope.scoring.requests import JudgeStep, RequestBound, TokenEstimate
 from groundscope.scoring.verification import verify_claims
 from groundscope.types import MediaRef, Modality, Prediction, Sample, Score, ScoreStatus
 
@@ -153,6 +156,33 @@ class GroundingScorer:
     async def score(self, sample: Sample, prediction: Prediction) -> Score:
         score = await self._score(sample, prediction)
         return with_human_labels(score, sample.metadata)
+
+    def request_steps(self) -> list[JudgeStep]:
+        models, repairs = self.panel.cfg.models, self.panel.cfg.max_repairs
+        return [JudgeStep("claims", models[:1], repairs),
+                JudgeStep("verification", models, repairs)]
+
+    def request_bounds(self, sample: Sample, tokens: TokenEstimate) -> list[RequestBound]:
+        """For a sample with an image or video: ``claims`` 1 (the first grounding model);
+        ``verification`` K x V per grounding model (an answer's first K = ``max_claims``
+        claims, each verified by every model V = ``votes`` times), or with ``verify: batch``
+        V per model (one request per answer and vote) plus the per-claim fallback of a batch
+        that still breaks its contract after its repairs (K x V). A claim is counted at
+        ``max_claim_chars`` characters."""
+        visual = visual_media(sample)
+        if not visual:
+            return []
+        opts, k, v = self.options, self.options.max_claims, self.options.votes
+        bounds = [RequestBound("claims", 0, 1,
+                               tokens.prompt(claims_messages(sample.question, "")) + tokens.answer)]
+        claim = tokens.chars(opts.max_claim_chars)
+        if opts.verify == "batch":
+            batch = tokens.prompt(verify_batch_messages([""] * k, visual)) + k * claim
+            per_model = RequestBound("verification", 0, v, batch, fallback=v * k)
+        else:
+            per_model = RequestBound("verification", 0, k * v,
+                                     tokens.prompt(verify_messages("", visual)) + claim)
+        return bounds + [replace(per_model, model=i) for i in range(len(self.panel.cfg.models))]
 
     async def _score(self, sample: Sample, prediction: Prediction) -> Score:
         bad = unusable(sample, prediction, self.name)
@@ -326,3 +356,15 @@ class CompletenessScorer:
         return Score(sample.id, self.name, ScoreStatus.OK,
                      values={"completeness": hits / len(elements)}, detail=detail,
                      repeat=prediction.repeat)
+
+    def request_steps(self) -> list[JudgeStep]:
+        return [JudgeStep("completeness", self.panel.cfg.models[:1], self.panel.cfg.max_repairs)]
+
+    def request_bounds(self, sample: Sample, tokens: TokenEstimate) -> list[RequestBound]:
+        """1 (the first grounding model) for a record with 1..``max_elements`` expected
+        elements (an empty answer makes none)."""
+        elements = [str(e) for e in sample.metadata.get("elements") or ()]
+        if not 1 <= len(elements) <= self.max_elements:
+            return []
+        return [RequestBound("completeness", 0, 1, tokens.prompt(
+            completeness_messages("", elements)) + tokens.answer)]
