@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from groundscope.config import TaskConfig
-from groundscope.estimate.tokens import CHARS_PER_TOKEN, TokenCounter, completion_cap
+from groundscope.estimate.tokens import TokenCounter, completion_cap
 from groundscope.scoring import Scorer
 from groundscope.scoring.judge import judge_ids
 from groundscope.scoring.requests import GroupBounded, JudgeStep, RequestBound, RequestBounded
+from groundscope.tokens import CHARS_PER_TOKEN
 from groundscope.types import Message, Sample
 from groundscope.usage import STEPS
 
