@@ -32,14 +32,22 @@ from pydantic import (
 
 from groundscope import compat
 from groundscope.bounds import MAX_JUDGE_MODELS, MAX_SEED, MAX_SUBSETS, check_limit
-from groundscope.client.answers import DEFAULT_ANSWERS_MODEL
-from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES
 from groundscope.configfile import check_json_value, read_config_file
 from groundscope.constants import EvalTypeName, JudgeStrategyName, ModelAPI
-from groundscope.dataset.readers import DEFAULT_MAX_RECORD_BYTES
+from groundscope.defaults import (
+    DEFAULT_ANSWERS_MODEL,
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_PIXELS,
+    DEFAULT_MAX_RECORD_BYTES,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_RETRY_BASE_DELAY,
+    DEFAULT_RETRY_MAX_DELAY,
+    DEFAULT_TIMEOUT,
+)
 from groundscope.errors import ConfigError
 from groundscope.keys import Secret, redacted, secret_values
-from groundscope.media import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, PYAV_HINT, MediaSettings, have_pyav
+from groundscope.media import PYAV_HINT, MediaSettings, have_pyav
 from groundscope.pricing import MAX_PRICED_MODELS, Price
 from groundscope.sharding import parse_shard
 
@@ -247,10 +255,10 @@ class TaskConfig(_Strict):
     ignore_errors: bool = False
     strict: bool = False
     debug: bool = False
-    timeout: float = Field(default=300.0, gt=0, le=86_400.0)
-    max_retries: int = Field(default=5, ge=0, le=100)
-    retry_base_delay: float = Field(default=0.5, ge=0.0, le=3600.0)
-    retry_max_delay: float = Field(default=30.0, ge=0.0, le=3600.0)
+    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0, le=86_400.0)
+    max_retries: int = Field(default=DEFAULT_MAX_RETRIES, ge=0, le=100)
+    retry_base_delay: float = Field(default=DEFAULT_RETRY_BASE_DELAY, ge=0.0, le=3600.0)
+    retry_max_delay: float = Field(default=DEFAULT_RETRY_MAX_DELAY, ge=0.0, le=3600.0)
     # seconds a rate-limited (429) request is retried for, past max_retries (client/retry.py)
     rate_limit_budget: float = Field(default=300.0, ge=0.0, le=86_400.0)
     max_image_pixels: int = Field(default=DEFAULT_MAX_PIXELS, ge=1, le=2**31 - 1)

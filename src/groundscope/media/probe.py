@@ -19,8 +19,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from groundscope.defaults import DEFAULT_MAX_BYTES
 from groundscope.media.images import image_size
-from groundscope.media.sources import DEFAULT_MAX_BYTES, classify, is_remote, read_raw, resolve_path
+from groundscope.media.sources import classify, is_remote, read_raw, resolve_path
 from groundscope.types import MediaRef, Modality
 
 COMPRESSED_AUDIO_BYTES_PER_SECOND = 16_000  # 128 kbit/s: a typical mp3 bit rate
