@@ -61,6 +61,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from groundscope.judgeconfig import GroundingConfig, JudgeConfig, JudgeModel
 from groundscope.scoring.base import unusable
 from groundscope.scoring.grounding_prompt import (
     CLAIMS_SHAPE,
@@ -78,7 +79,6 @@ from groundscope.scoring.verification import verify_claims
 from groundscope.types import MediaRef, Modality, Prediction, Sample, Score, ScoreStatus
 
 if TYPE_CHECKING:
-    from groundscope.config import GroundingConfig, JudgeConfig, JudgeModel
     from groundscope.scoring.base import ScoringContext
     from groundscope.scoring.judge import JudgePanel
 
@@ -88,8 +88,6 @@ RATIO_KEYS = ("grounding_claims", "hallucination")
 
 def grounding_options(judge: JudgeConfig | None) -> GroundingConfig:
     """The run's grounding options (defaults when the judge block has no ``grounding``)."""
-    from groundscope.config import GroundingConfig
-
     return judge.grounding if judge is not None and judge.grounding else GroundingConfig()
 
 
@@ -100,17 +98,23 @@ def grounding_models(judge: JudgeConfig | None) -> list[JudgeModel]:
     return list(grounding_options(judge).models or judge.models)
 
 
+def grounding_repairs(judge: JudgeConfig | None) -> int:
+    """The repair turns a grounding step's broken reply gets: ``judge.grounding.max_repairs``
+    when set, else the judge block's (``max_repairs``, default 2)."""
+    judge = judge or JudgeConfig()
+    opts = grounding_options(judge)
+    return judge.max_repairs if opts.max_repairs is None else opts.max_repairs
+
+
 def grounding_panel(ctx: ScoringContext) -> JudgePanel:
     """The run's panel for the grounding steps (its own models and retry budget)."""
-    from groundscope.config import JudgeConfig
     from groundscope.scoring.judge import JudgePanel
 
     def make() -> JudgePanel:
         judge = ctx.judge or JudgeConfig()
-        opts = grounding_options(judge)
-        retries = judge.max_repairs if opts.max_repairs is None else opts.max_repairs
         cfg = JudgeConfig(strategy="llm", models=grounding_models(judge), multimodal=True,
-                          max_repairs=retries, max_reply_chars=judge.max_reply_chars)
+                          max_repairs=grounding_repairs(judge),
+                          max_reply_chars=judge.max_reply_chars)
         return JudgePanel(ctx, cfg)
 
     return ctx.shared("grounding:panel", make)
