@@ -19,9 +19,11 @@ import pytest
 
 from cli_support import EXAMPLES, dataset_samples, run_cli
 from groundscope import media, run_task
+from groundscope.client.apis import wire_api
+from groundscope.client.charge import estimate_tokens
 from groundscope.config import SimulatorArgs, load_config
 from groundscope.estimate import Estimate, estimate, estimate_json, render_estimate
-from groundscope.estimate.tokens import TokenCounter, image_tokens, text_tokens
+from groundscope.estimate.tokens import TokenCounter, completion_cap
 from groundscope.pricing import Price
 from groundscope.scoring.grounding_prompt import (
     CLAIMS_MARKER,
@@ -32,7 +34,8 @@ from groundscope.scoring.grounding_prompt import (
 )
 from groundscope.scoring.judge_prompt import JUDGE_MARKER
 from groundscope.simulator import Oracle, SimBehaviour, SimulatorServer, sim_responders
-from groundscope.types import MediaRef, Modality
+from groundscope.tokens import image_tokens, text_tokens
+from groundscope.types import MediaPart, MediaRef, Message, Modality, TextPart
 from media_fixtures import image_bytes, wav_bytes, write, write_jsonl
 
 MARKERS = {JUDGE_MARKER: "correctness", CLAIMS_MARKER: "claims", VERIFY_MARKER: "verification",
@@ -306,3 +309,24 @@ def test_video_frames_and_max_image_side_change_the_media_tokens(tmp_path: Path)
         assert framed.medium(video) == 4 * image_tokens(512, 512, None)
 
     contextvars.copy_context().run(check)
+
+
+@pytest.mark.parametrize("api", ["openai_api", "anthropic_api", "openai_responses_api"])
+def test_the_gate_charges_a_body_what_the_dry_run_counts_for_its_messages(tmp_path: Path,
+                                                                         api: str) -> None:
+    """One token estimate: the body each API builds from real messages (CJK text, a real WAV,
+    images of unknown size at detail low (not sent to Anthropic's API) and auto) is charged
+    the dry-run's prompt tokens for those messages, plus the completion cap."""
+    wav = write(tmp_path, "tone.wav", wav_bytes(seconds=2.5, rate=16000))
+    audio = [MediaPart(MediaRef(Modality.AUDIO, str(wav)))] if api == "openai_api" else []
+    low = None if api == "anthropic_api" else "low"
+    messages = (Message("system", "Answer briefly."),
+                Message("user", (TextPart("这是什么动物？ What animal is this?"),
+                                 MediaPart(MediaRef(Modality.IMAGE, "https://x/a.png", detail=low)),
+                                 MediaPart(MediaRef(Modality.IMAGE, "https://x/b.png")), *audio)))
+    config = {"max_tokens": 64, **({"n": 2} if api == "openai_api" else {})}
+    with media.media_roots_in_force([tmp_path]):
+        body = wire_api(api).body(messages, "m", config, None)
+        counted = TokenCounter().prompt(messages)
+    assert counted > 3 + 2 * 3 + 765 + image_tokens(None, None, low)  # texts and audio count
+    assert estimate_tokens(body) == counted + completion_cap(config, api)

@@ -15,6 +15,7 @@ from groundscope.scoring.agreement import (
     human_label,
     pairwise_agreement,
 )
+from groundscope.scoring.judge import Decision, Outcome, Vote, read_decision
 from groundscope.types import Score, ScoreStatus
 
 # 10 samples, (human, judge): 4x both correct, 1x human correct / judge incorrect,
@@ -117,3 +118,27 @@ def test_no_judge_no_change() -> None:
     assert with_judge_stats(rep, None, {}) is rep
     rule = JudgeConfig(strategy="rule")
     assert with_judge_stats(rep, rule, {"a": [_judged("1", "A", ["A"])]}) is rep
+
+
+def test_a_decision_reads_back_as_the_panel_wrote_it() -> None:
+    """report/judge.py reads what scoring/judge.py's Outcome.detail writes through
+    scoring.judge.read_decision, the writer's own reader."""
+    votes = (Vote("j", "A", "yes"), Vote("j#2", "B", "no"), Vote("j#3", None, error="no JSON"))
+    saved = Outcome("A", votes, human=False).detail()
+    assert read_decision(saved) == Decision(None, (True, False), True, False)
+    failed = Outcome(None, votes[:2], "tie between judges").detail()
+    assert read_decision(failed) == Decision("tie between judges", (True, False), None, None)
+
+
+def test_a_tampered_saved_decision_is_counted_not_a_crash() -> None:
+    """A reviews file is untrusted: a verdict or human label of the wrong type reads as none
+    (the report crashed with 'unhashable type: list' on a list verdict before)."""
+    judge = JudgeConfig(strategy="llm", models=[{"model_id": "j", "api_url": "http://x/v1"}])
+    bad = Score("1", "accuracy", ScoreStatus.OK, values={"accuracy": 1.0},
+                detail={"verdict": ["A"], "votes": ["A", {"verdict": ["B"]}, {"verdict": "A"}],
+                        "human_label": {"x": 1}})
+    extra = with_judge_stats(_report(["a"]), judge, {"a": [bad, _judged("2", "A", ["A"], "correct")]}
+                             ).extra["judge"]
+    assert (extra["judged"], extra["judge_failed"], extra["human"]["samples"]) == (2, 0, 1)
+    odd = {"verdict": "A", "votes": 5, "judge_failed": ""}
+    assert read_decision(odd) == Decision(None, (), True, None)

@@ -111,3 +111,20 @@ def test_the_graph_sees_imports_inside_functions() -> None:
     graph = _graph()
     assert "groundscope.simulator" in graph["groundscope.runner"]  # inside _start_simulator
     assert "groundscope.report.html" in graph["groundscope.report.build"]  # inside write_page
+
+
+FOUNDATION = {"groundscope.defaults", "groundscope.tokens", "groundscope.bounds"}
+
+
+def test_defaults_and_token_rules_sit_beneath_what_uses_them() -> None:
+    """DESIGN rule 18: the defaults (``defaults.py``) and the one token estimate's rules
+    (``tokens.py``) import nothing of groundscope, and their users take them from there, not
+    from each other: the config imports no default from client, dataset or media."""
+    graph = _graph()
+    assert {m: graph[m] for m in FOUNDATION} == {m: set() for m in FOUNDATION}
+    assert "groundscope.defaults" in graph["groundscope.config"]
+    assert not graph["groundscope.config"] & {"groundscope.client.limits",
+                                              "groundscope.client.answers",
+                                              "groundscope.dataset.readers"}
+    users = ("groundscope.client.charge", "groundscope.estimate.tokens")
+    assert all("groundscope.tokens" in graph[u] for u in users)

@@ -107,11 +107,12 @@ def test_estimate_counts_text_images_and_the_output_reserved() -> None:
     low = {"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low"}}
     body = {"model": "m", "max_completion_tokens": 100,
             "messages": [{"role": "user", "content": [{"type": "text", "text": "x" * 400}, png, low]}]}
-    assert estimate_tokens(body) == 100 + 765 + 85 + 100
-    assert estimate_tokens({**body, "n": 3}) == 3 * (100 + 765 + 85 + 100)
+    prompt = 3 + 3 + 100 + 765 + 85  # reply + one message overhead, text, two images
+    assert estimate_tokens(body) == prompt + 100
+    assert estimate_tokens({**body, "n": 3}) == prompt + 3 * 100  # the prompt is sent once
     anthropic = {"model": "m", "max_tokens": 10, "system": "s" * 40, "messages": [{"role": "user",
                  "content": [{"type": "image", "source": {"type": "base64", "data": "A" * 9000}}]}]}
-    assert estimate_tokens(anthropic) == 10 + 765 + 10
+    assert estimate_tokens(anthropic) == 3 + 2 * 3 + 10 + 765 + 10  # system: a message
 
 
 def test_bucket_rate_and_an_estimate_over_the_limit_never_deadlocks() -> None:

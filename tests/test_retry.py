@@ -62,7 +62,8 @@ def test_huge_attempt_numbers_do_not_overflow() -> None:
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"max_retries": -1}, {"jitter": 1.5}, {"jitter": -0.1}, {"base_delay": -1.0}]
+    "kwargs", [{"max_retries": -1}, {"jitter": 1.5}, {"jitter": -0.1}, {"base_delay": -1.0},
+               {"max_delay": -1.0}, {"rate_limit_budget": -1.0}]  # each bound alone (mutmut)
 )
 def test_policy_rejects_bad_values(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):

@@ -14,8 +14,8 @@ import pytest
 from cli_support import run_cli
 from groundscope import run_task
 from groundscope.estimate import estimate
-from groundscope.estimate.tokens import VIDEO_TOKENS, image_tokens
 from groundscope.simulator import SimBehaviour, SimulatorServer
+from groundscope.tokens import VIDEO_TOKENS, image_tokens
 
 MAKE = runpy.run_path(str(Path(__file__).parent / "untrusted" / "estimate" / "make_corpus.py"))
 

@@ -398,3 +398,16 @@ def test_pathological_judge_replies_end_to_end(tmp_path: Path) -> None:
     outcomes = sorted(f"{r['status']} {r['detail'].get('verdict')}" for r in rows)
     # one correct, one incorrect, one judge_failed (its reply never parses: recorded, no crash)
     assert outcomes == ["judge_failed None", "ok A", "ok B"], [r["detail"] for r in rows]
+
+
+def test_rouge_l_at_exactly_its_bound_is_scored() -> None:
+    """LCS_MAX_PAIRS is the largest allowed product, not the first refused one (a mutant
+    with '>=' refused it): 2**20 x 2**10 tokens are scored, one token more is refused."""
+    from groundscope.scoring.base import TooLongToScore
+    from groundscope.scoring.text import LCS_MAX_PAIRS, lcs_length
+
+    long_side = [f"w{i % 5000}" for i in range(LCS_MAX_PAIRS // 1024)]
+    short_side = [f"w{i}" for i in range(1024)]
+    assert lcs_length(long_side, short_side) == 1024
+    with pytest.raises(TooLongToScore, match="token pairs"):
+        lcs_length([*long_side, "w0"], short_side)

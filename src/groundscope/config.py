@@ -7,6 +7,10 @@ check: an unknown key in any block is its ``extra_forbidden`` error, shown with 
 (``format_validation_error``); the checks across fields are model validators. Every API key
 is one type, ``ApiKey`` (``$NAME`` expanded, printed as ``**********``, saved as ``***`` or its
 ``$NAME``; ``keys.py``); ``secrets`` and ``redacted`` walk a model's fields for them.
+
+The judge block lives in ``judgeconfig.py`` and the base every block shares in
+``configbase.py``; their public names are re-exported here (``from groundscope.config import
+JudgeConfig`` keeps working, as EvalScope's ``TaskConfig`` import does).
 """
 
 from __future__ import annotations
@@ -20,54 +24,49 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
-    BeforeValidator,
-    ConfigDict,
     Field,
     ValidationError,
-    ValidationInfo,
     ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
 )
 
 from groundscope import compat
-from groundscope.bounds import MAX_JUDGE_MODELS, MAX_SEED, MAX_SUBSETS, check_limit
-from groundscope.client.answers import DEFAULT_ANSWERS_MODEL
-from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES
-from groundscope.configfile import check_json_value, read_config_file
-from groundscope.constants import EvalTypeName, JudgeStrategyName, ModelAPI
-from groundscope.dataset.readers import DEFAULT_MAX_RECORD_BYTES
+from groundscope.bounds import MAX_SEED, MAX_SUBSETS, check_limit
+from groundscope.configbase import MAX_RPM, MAX_TPM, EvalScopeName, StrictModel, check_generation_config
+from groundscope.configfile import read_config_file
+from groundscope.constants import EvalTypeName, ModelAPI
+from groundscope.defaults import (
+    DEFAULT_ANSWERS_MODEL,
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_PIXELS,
+    DEFAULT_MAX_RECORD_BYTES,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_RETRY_BASE_DELAY,
+    DEFAULT_RETRY_MAX_DELAY,
+    DEFAULT_TIMEOUT,
+)
 from groundscope.errors import ConfigError
+from groundscope.judgeconfig import (
+    GroundingConfig,
+    GroundingMetric,
+    JudgeConfig,
+    JudgeModel,
+    JudgeModels,
+    check_judge_urls,
+)
 from groundscope.keys import Secret, redacted, secret_values
-from groundscope.media import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, PYAV_HINT, MediaSettings, have_pyav
+from groundscope.media import PYAV_HINT, MediaSettings, have_pyav
 from groundscope.pricing import MAX_PRICED_MODELS, Price
 from groundscope.sharding import parse_shard
 
-MAX_RPM, MAX_TPM = 10**8, 10**12  # requests / tokens a minute
-
-# EvalScope's spellings (``service``, ``server``, ``simulator``) read as ours (compat.EVAL_TYPES)
-_EvalScopeName = BeforeValidator(lambda v: compat.EVAL_TYPES.get(v, v) if isinstance(v, str) else v)
-
-
-class _Strict(BaseModel):
-    # allow_inf_nan=False: ``timeout: .inf`` or ``--timeout nan`` is an error, not a hang
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True,
-                              allow_inf_nan=False)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_bool_as_number(cls, value: Any, info: ValidationInfo) -> Any:
-        """``rpm: true`` is a slip, not 1 (pydantic would read a bool as 0 / 1): a number
-        field takes no true / false."""
-        if isinstance(value, bool) and info.field_name in cls.model_fields:
-            annotation = cls.model_fields[info.field_name].annotation
-            kinds = get_args(annotation) or (annotation,)
-            if bool not in kinds and (int in kinds or float in kinds):
-                raise ValueError(f"a number is expected, not {str(value).lower()}")
-        return value
+__all__ = ["DatasetArgs", "GroundingConfig", "GroundingMetric", "JudgeConfig", "JudgeModel",
+           "JudgeModels", "SimulatorArgs", "TaskConfig", "check_generation_config",
+           "format_validation_error", "load_config"]
 
 
-class DatasetArgs(_Strict):
+class DatasetArgs(StrictModel):
     """``dataset_args[<name>]``: where a dataset lives and how to turn it into prompts."""
 
     local_path: str | None = None
@@ -103,105 +102,7 @@ class DatasetArgs(_Strict):
         return out
 
 
-class JudgeModel(_Strict):
-    """One judge endpoint; ``eval_type`` names its API (as EvalScope's judge entries do)."""
-
-    model_id: str
-    api_url: str
-    api_key: Secret | None = None
-    eval_type: Annotated[ModelAPI, _EvalScopeName] = "openai_api"
-    generation_config: dict[str, Any] = Field(default_factory=dict)
-    rpm: int | None = Field(default=None, ge=1, le=MAX_RPM)  # its provider's limits (None:
-    tpm: int | None = Field(default=None, ge=1, le=MAX_TPM)  # none); see client/ratelimit.py
-
-    def secrets(self) -> list[str]:
-        """Its API key and the credentials its URL carries (for redaction)."""
-        return secret_values(self)
-
-    @field_validator("generation_config")
-    @classmethod
-    def _storable(cls, v: dict[str, Any]) -> dict[str, Any]:
-        return check_generation_config(v)
-
-
-GroundingMetric = Literal["grounding", "completeness", "consistency"]
-# ``models``: one model (a mapping) or a list of them
-JudgeModels = Annotated[list[JudgeModel],
-                        BeforeValidator(lambda v: [v] if isinstance(v, Mapping) else v),
-                        Field(max_length=MAX_JUDGE_MODELS)]
-
-
-class GroundingConfig(_Strict):
-    """``judge.grounding={...}``: the judge-driven grounding metrics (README: Grounding metrics).
-
-    ``metrics`` are added to every free-form dataset's metrics (they can also be listed in
-    ``dataset_args.<name>.metric_list`` without this block). ``models`` overrides the judge
-    block's models for these steps. Each claim is verified ``votes`` times by every model
-    (votes after the first use ``vote_temperature`` and a per-vote ``seed``); the verdict is
-    the strict majority, else ``not_determinable``. ``not_determinable`` says how such a
-    claim counts: ``unsupported`` (default, conservative: in the denominator, not
-    supported), ``excluded`` (left out of the denominator) or ``supported``.
-
-    Bounds on the judge fan-out (untrusted answers and judge replies; the report shows each
-    and every count it cut): an answer's first ``max_claims`` claims are verified, the rest
-    are counted, not sent; a claim longer than ``max_claim_chars`` is invalid: counted,
-    never sent; a record with more than ``max_elements`` expected elements is not scored
-    for completeness; a paraphrase group is scored on its first ``max_group_size``
-    answered members (by sample id), so it costs at most n(n-1)/2 equivalence requests.
-
-    ``verify`` says how claims are verified: ``per_claim`` (default: one request per claim,
-    vote and model) or ``batch`` (one request per answer, vote and model, replying with an
-    ordered verdict list; a batch that still breaks its contract after its repairs is
-    verified per claim for that answer and counted; ``scoring/verification.py``).
-    """
-
-    metrics: list[GroundingMetric] = Field(
-        default_factory=lambda: ["grounding", "completeness", "consistency"])
-    models: JudgeModels = Field(default_factory=list)
-    votes: int = Field(default=1, ge=1, le=15)
-    vote_temperature: float = Field(default=0.7, ge=0.0, le=2.0)
-    not_determinable: Literal["unsupported", "excluded", "supported"] = "unsupported"
-    max_repairs: int | None = Field(default=None, ge=0, le=10)
-    max_claims: int = Field(default=32, ge=1, le=1024)
-    max_claim_chars: int = Field(default=500, ge=16, le=100_000)
-    max_elements: int = Field(default=64, ge=1, le=1024)
-    max_group_size: int = Field(default=16, ge=2, le=256)
-    verify: Literal["per_claim", "batch"] = "per_claim"
-
-    @model_validator(mode="before")
-    @classmethod
-    def _old_names(cls, data: Any) -> Any:
-        return compat.renamed_key(data, "max_retries", "max_repairs", "judge.grounding")
-
-
-class JudgeConfig(_Strict):
-    """``judge={...}``: how free-form answers are judged (README: LLM judge).
-
-    A judge reply longer than ``max_reply_chars`` is not parsed: it counts as a broken
-    reply (a repair turn, which quotes only its first ``max_reply_chars`` characters).
-    """
-
-    strategy: JudgeStrategyName = "auto"
-    models: JudgeModels = Field(default_factory=list)
-    multimodal: bool = False
-    max_repairs: int = Field(default=2, ge=0, le=10)
-    max_reply_chars: int = Field(default=262_144, ge=1024, le=16 << 20)
-    human_label_field: str = "human_label"
-    grounding: GroundingConfig | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _old_names(cls, data: Any) -> Any:
-        # ``max_retries`` meant these repair turns here and transport retries in the task
-        # config: one name, two meanings. The judge's is ``max_repairs`` now.
-        return compat.renamed_key(data, "max_retries", "max_repairs", "judge")
-
-    def all_models(self) -> list[JudgeModel]:
-        """The judge models and the grounding block's own models (for secrets and URL checks)."""
-        return [*self.models, *(self.grounding.models if self.grounding else [])]
-
-
-class SimulatorArgs(_Strict):
+class SimulatorArgs(StrictModel):
     """Behaviour of the built-in offline model used by ``eval_type='mock'``."""
 
     accuracy: float = Field(default=0.8, ge=0.0, le=1.0)
@@ -216,7 +117,7 @@ class SimulatorArgs(_Strict):
     max_in_flight: int | None = Field(default=None, ge=1, le=100_000)
 
 
-class TaskConfig(_Strict):
+class TaskConfig(StrictModel):
     """Everything one evaluation run needs. See the README for each field.
 
     Every number is bounded here, so a value at the edge (``limit: 0``, ``seed: -1``,
@@ -228,7 +129,7 @@ class TaskConfig(_Strict):
     model_id: str | None = None
     api_url: str | None = None
     api_key: Secret | None = None
-    eval_type: Annotated[EvalTypeName, _EvalScopeName] = "openai_api"
+    eval_type: Annotated[EvalTypeName, EvalScopeName] = "openai_api"
     # an answers file joined by sample id (answers/); implies eval_type answers
     answers: str | None = Field(default=None, min_length=1, max_length=4096)
     datasets: list[str] = Field(default_factory=list, min_length=1)
@@ -247,10 +148,10 @@ class TaskConfig(_Strict):
     ignore_errors: bool = False
     strict: bool = False
     debug: bool = False
-    timeout: float = Field(default=300.0, gt=0, le=86_400.0)
-    max_retries: int = Field(default=5, ge=0, le=100)
-    retry_base_delay: float = Field(default=0.5, ge=0.0, le=3600.0)
-    retry_max_delay: float = Field(default=30.0, ge=0.0, le=3600.0)
+    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0, le=86_400.0)
+    max_retries: int = Field(default=DEFAULT_MAX_RETRIES, ge=0, le=100)
+    retry_base_delay: float = Field(default=DEFAULT_RETRY_BASE_DELAY, ge=0.0, le=3600.0)
+    retry_max_delay: float = Field(default=DEFAULT_RETRY_MAX_DELAY, ge=0.0, le=3600.0)
     # seconds a rate-limited (429) request is retried for, past max_retries (client/retry.py)
     rate_limit_budget: float = Field(default=300.0, ge=0.0, le=86_400.0)
     max_image_pixels: int = Field(default=DEFAULT_MAX_PIXELS, ge=1, le=2**31 - 1)
@@ -362,19 +263,6 @@ class TaskConfig(_Strict):
         return secret_values(self)
 
 
-def check_generation_config(v: dict[str, Any]) -> dict[str, Any]:
-    """A ``generation_config`` that can be stored and sent: JSON values, and none of the
-    OpenAI SDK's request options that are not body fields (``extra_headers``,
-    ``extra_query``): they would go out inside the JSON body, not as headers or query.
-    ``extra_body`` is honoured (its keys are merged into the request body)."""
-    for key in ("extra_headers", "extra_query"):
-        if key in v:
-            raise ValueError(f"{key} is not supported (it is an HTTP request option, not a "
-                             "generation setting); give the endpoint's key as api_key "
-                             "and its query in api_url")
-    return check_json_value(v)
-
-
 def _did_you_mean(word: str, choices: Any) -> str:
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
@@ -473,7 +361,7 @@ def _cross_check(cfg: TaskConfig) -> None:
     if cfg.judge is not None and cfg.judge.strategy in {"llm", "llm_recall"} and not cfg.judge.models:
         raise ConfigError(f"judge.models: strategy {cfg.judge.strategy!r} needs at least one model")
     if cfg.judge is not None:
-        _check_judge_urls(cfg.judge, cfg.eval_type)
+        check_judge_urls(cfg.judge, cfg.eval_type)
     if (cfg.video_frames or cfg.audio_transcode) and not have_pyav():
         flag = "video_frames" if cfg.video_frames else "audio_transcode"
         raise ConfigError(f"{flag}: needs PyAV, which is not installed: {PYAV_HINT}")
@@ -490,30 +378,3 @@ def _check_answers(cfg: TaskConfig) -> None:
     if cfg.repeats > 1 and cfg.answers is None:
         raise ConfigError("repeats: a record holds one answer; give an answers file with a "
                           "'repeat' field to grade several")
-
-
-def _check_judge_urls(judge: JudgeConfig, eval_type: str) -> None:
-    """A judge URL is http(s), or ``mock`` (the offline simulator) in an ``eval_type=mock`` or
-    ``answers`` run (the latter starts a judge-only simulator);
-    it does not carry credentials (user:password@) and an API key at once."""
-    from urllib.parse import urlsplit
-
-    from groundscope.client.apis import wire_api
-
-    own = judge.grounding.models if judge.grounding else []
-    named = [(f"judge.models[{i}]", m) for i, m in enumerate(judge.models)]
-    named += [(f"judge.grounding.models[{i}]", m) for i, m in enumerate(own)]
-    for name, m in named:
-        where = f"{name}.api_url"
-        if m.api_url == "mock":
-            if eval_type not in ("mock", "answers"):
-                raise ConfigError(f"{where}: 'mock' (the offline simulator) needs eval_type mock "
-                                  "or answers")
-            continue
-        parts = urlsplit(m.api_url.strip())
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ConfigError(f"{where}: must be an http(s) URL, or 'mock' with eval_type mock")
-        try:
-            wire_api(m.eval_type).endpoint(m.api_url, m.api_key)
-        except ConfigError as exc:
-            raise ConfigError(f"{name}.{exc}") from None

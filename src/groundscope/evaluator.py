@@ -45,8 +45,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES
 from groundscope.config import JudgeConfig, JudgeModel, format_validation_error
+from groundscope.defaults import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 from groundscope.errors import ConfigError, GroundscopeError
 from groundscope.media import check, media_from_value, media_roots_in_force
 from groundscope.pipeline import Saved, evaluate_sample
@@ -150,7 +150,7 @@ class MultiModalEvaluator:
                  model: JudgeModel | Mapping[str, Any] | None = None,
                  cache_dir: str | os.PathLike[str] | None = None,
                  media_roots: Iterable[str | os.PathLike[str]] = (), concurrency: int = 8,
-                 timeout: float = 300.0, max_retries: int = 5,
+                 timeout: float = DEFAULT_TIMEOUT, max_retries: int = DEFAULT_MAX_RETRIES,
                  max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
         if not 1 <= concurrency <= 1024:
             raise ConfigError(f"concurrency: expected 1..1024, got {concurrency}")

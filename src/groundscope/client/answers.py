@@ -26,12 +26,12 @@ from typing import Any
 
 from groundscope.client.openai import request_hash
 from groundscope.client.retry import OnRetry
+from groundscope.defaults import DEFAULT_ANSWERS_MODEL
 from groundscope.errors import ModelError
 from groundscope.types import Completion, Sample
 
-__all__ = ["DEFAULT_ANSWERS_MODEL", "AnswersClient", "Lookup"]
+__all__ = ["AnswersClient", "Lookup"]
 
-DEFAULT_ANSWERS_MODEL = "answers"  # the model name of an answers run without --model
 # (sample, repeat) -> the answer, or None when there is none
 Lookup = Callable[[Sample, int], str | None]
 

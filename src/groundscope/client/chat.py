@@ -57,12 +57,13 @@ from groundscope.client.first_errors import (
 )
 from groundscope.client.gate import QUOTA_KINDS, Gate, Outcome, RateGate
 from groundscope.client.http_errors import truncate
-from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES, ERROR_BODY_BYTES, HEADER_LIMITS, read_body
+from groundscope.client.limits import ERROR_BODY_BYTES, HEADER_LIMITS, read_body
 from groundscope.client.mediaprep import prepare_messages
 from groundscope.client.openai import CHAT, request_hash
 from groundscope.client.ratelimit import retry_after
 from groundscope.client.retry import OnRetry, RetryPolicy, call_with_retry
 from groundscope.client.wire import WireAPI
+from groundscope.defaults import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT
 from groundscope.errors import ModelError, ResponseError, RetryableError
 from groundscope.redaction import Redactor, redact_url, url_secrets
 from groundscope.types import Completion, Message, Sample
@@ -92,7 +93,7 @@ class ChatClient:
         *,
         api_key: SecretStr | str | None = None,
         generation_config: Mapping[str, Any] | None = None,
-        timeout: float = 300.0,
+        timeout: float = DEFAULT_TIMEOUT,
         retry: RetryPolicy | None = None,
         concurrency: int = 32,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,

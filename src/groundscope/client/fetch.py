@@ -42,6 +42,7 @@ from aiohttp.abc import ResolveResult
 from groundscope import media
 from groundscope.client.http_errors import truncate
 from groundscope.client.limits import HEADER_LIMITS, read_body
+from groundscope.defaults import DEFAULT_MAX_BYTES
 from groundscope.errors import MediaError, MediaFetchError
 from groundscope.redaction import Redactor, redact_url, url_secrets
 from groundscope.types import MediaRef, Message, Modality
@@ -62,7 +63,7 @@ def remote_audio(messages: Sequence[Message]) -> dict[str, MediaRef]:
 class MediaFetcher:
     """Fetches remote audio for one client: bounded downloads, cached by URL."""
 
-    def __init__(self, *, timeout: float, max_bytes: int = media.DEFAULT_MAX_BYTES,
+    def __init__(self, *, timeout: float, max_bytes: int = DEFAULT_MAX_BYTES,
                  cache_bytes: int = CACHE_BYTES) -> None:
         self.timeout = timeout
         self.max_bytes = max_bytes

@@ -22,10 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from groundscope.errors import ResponseError
 
-if TYPE_CHECKING:  # config.py reads the default here: no aiohttp import for it
+if TYPE_CHECKING:  # no aiohttp import at import time
     import aiohttp
 
-DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 ERROR_BODY_BYTES = 64 * 1024
 HEADER_LIMITS: dict[str, Any] = {"max_line_size": 8190, "max_field_size": 8190, "max_headers": 128}
 _CHUNK = 64 * 1024

@@ -278,7 +278,7 @@ class AdaptiveLimit:
             return
         probing = self.too_many is not None and self.limit + 1 >= self.too_many
         self._credit += 1.0 / (self.limit * (self.PROBE if probing else 1))
-        if self._credit >= 1.0:
+        if self._credit >= 1.0 - 1e-9:  # 7 x (1 / 7) is 0.9999999999999998
             self._credit = 0.0
             self.limit += 1
 

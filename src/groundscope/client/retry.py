@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from groundscope.defaults import DEFAULT_MAX_RETRIES, DEFAULT_RETRY_BASE_DELAY, DEFAULT_RETRY_MAX_DELAY
 from groundscope.errors import ModelError, RetryableError
 
 T = TypeVar("T")
@@ -49,9 +50,9 @@ class RetryPolicy:
     ``max_delay`` so a server asking for an hour cannot stall a run.
     """
 
-    max_retries: int = 5
-    base_delay: float = 0.5
-    max_delay: float = 30.0
+    max_retries: int = DEFAULT_MAX_RETRIES
+    base_delay: float = DEFAULT_RETRY_BASE_DELAY
+    max_delay: float = DEFAULT_RETRY_MAX_DELAY
     jitter: float = 1.0
     rate_limit_budget: float = 0.0  # seconds a rate-limited (429) request is retried for
 

@@ -21,7 +21,8 @@ from groundscope.bounds import check_limit, limit_count
 from groundscope.dataset import legacy, mcq, vqa
 from groundscope.dataset.base import ExpandRecord, FormatContext, RecordToSample, record_error
 from groundscope.dataset.discover import find_subset_file, list_subsets
-from groundscope.dataset.readers import DEFAULT_MAX_RECORD_BYTES, count_records, iter_records
+from groundscope.dataset.readers import count_records, iter_records
+from groundscope.defaults import DEFAULT_MAX_RECORD_BYTES
 from groundscope.errors import ConfigError, DatasetError, MediaError, RecordError
 from groundscope.types import Origin, Sample
 

@@ -38,7 +38,8 @@ from typing import Any, Protocol
 
 from groundscope.dataset.base import record_error
 from groundscope.dataset.labels import grounding_labels
-from groundscope.dataset.readers import DEFAULT_MAX_RECORD_BYTES, iter_records
+from groundscope.dataset.readers import iter_records
+from groundscope.defaults import DEFAULT_MAX_RECORD_BYTES
 from groundscope.errors import DatasetError, RecordError
 from groundscope.summary import Summary
 from groundscope.types import Origin, Sample

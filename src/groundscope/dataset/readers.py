@@ -39,14 +39,14 @@ from typing import IO, Any
 import orjson
 
 from groundscope.dataset.rowcount import count_rows
+from groundscope.defaults import DEFAULT_MAX_RECORD_BYTES
 from groundscope.errors import DatasetError, RecordError
 from groundscope.types import Origin
 
-__all__ = ["DEFAULT_MAX_RECORD_BYTES", "SUPPORTED_EXTENSIONS", "check_readable", "count_records",
+__all__ = ["SUPPORTED_EXTENSIONS", "check_readable", "count_records",
            "iter_records"]
 
 SUPPORTED_EXTENSIONS = (".jsonl", ".csv", ".tsv", ".parquet")
-DEFAULT_MAX_RECORD_BYTES = 64 << 20
 MAX_ROW_LINES = 100  # physical lines one TSV / CSV row (a quoted cell) may span
 
 Item = tuple[Origin, dict[str, Any] | RecordError]

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
-from groundscope.estimate import tokens
+from groundscope import tokens
 from groundscope.estimate.steps import ASSUMED_ANSWER_TOKENS
 
 if TYPE_CHECKING:

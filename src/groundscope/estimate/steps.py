@@ -1,29 +1,9 @@
-"""Requests per step of a run, counted sample by sample: exact for the evaluated model, upper
-bounds for the judge steps, read off the scorers' code paths (``scoring/judged.py``,
-``scoring/grounding.py``, ``scoring/consistency.py``).
-
-Per sample and repeat, with J judge models (``judge.models``), G grounding models
-(``judge.grounding.models``, else the judge models), V ``votes`` and K ``max_claims``:
-
-============= ====================================================================
-model         1 (exact; transport retries of 429s / 5xx not counted)
-correctness   J, for a free-form sample with a reference (strategy ``llm``; a
-              multiple-choice sample is matched by its letter: 0), or any sample
-              with a reference whose ROUGE-L recall the judge may re-check
-              (``llm_recall``); an empty answer makes none
-claims        1 (the first grounding model), for a sample with an image or video
-verification  K x V per grounding model, for the same samples (an answer's first K
-              claims are verified, each by every model V times); with
-              ``verify: batch``, V per grounding model (one request per answer and
-              vote), and "with repairs" adds the per-claim fallback of a batch that
-              still breaks its contract after its repairs: K x V x (1 + R)
-completeness  1 (the first grounding model), for a record with 1..``max_elements``
-              expected elements
-equivalence   per paraphrase group (subset, ``group``, repeat) of n samples, with
-              m = min(n, ``max_group_size``): m(m-1)/2 answer pairs, plus for the m
-              members with most references the sum of min(references, 16)
-              (answer-vs-reference checks); none when m < 2
-============= ====================================================================
+"""Requests per step of a run, counted sample by sample: exact for the evaluated model (1 per
+sample and repeat; transport retries of 429s / 5xx not counted), upper bounds for the judge
+steps, as the scorers declare them beside the code that makes the requests
+(``scoring/requests.py``: ``request_steps`` / ``request_bounds``, and ``group_bounds`` for
+consistency's groups; the formulas are in the scorers' docstrings: ``scoring/judged.py``,
+``scoring/grounding.py``, ``scoring/consistency.py``). This module only sums them.
 
 A reply that breaks its contract gets up to R repair turns (``judge.max_repairs``; for the
 grounding steps ``judge.grounding.max_repairs`` when set): "with repairs" is requests x
@@ -41,34 +21,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from groundscope.bounds import MAX_REFERENCES
-from groundscope.config import JudgeModel, TaskConfig
-from groundscope.estimate.tokens import CHARS_PER_TOKEN, TokenCounter, completion_cap
+from groundscope.config import TaskConfig
+from groundscope.estimate.tokens import TokenCounter, completion_cap
 from groundscope.scoring import Scorer
-from groundscope.scoring.consistency import ConsistencyScorer
-from groundscope.scoring.grounding import (
-    CompletenessScorer,
-    GroundingScorer,
-    grounding_models,
-    grounding_options,
-    visual_media,
-)
-from groundscope.scoring.grounding_prompt import (
-    claims_messages,
-    completeness_messages,
-    equivalence_messages,
-    verify_batch_messages,
-    verify_messages,
-)
 from groundscope.scoring.judge import judge_ids
-from groundscope.scoring.judge_prompt import judge_messages
-from groundscope.scoring.judged import JudgedAccuracy, RecallScorer
-from groundscope.types import AnswerKind, Sample
-from groundscope.usage import STEPS, step_of
+from groundscope.scoring.requests import GroupBounded, JudgeStep, RequestBound, RequestBounded
+from groundscope.tokens import CHARS_PER_TOKEN
+from groundscope.types import Message, Sample
+from groundscope.usage import STEPS
 
 ASSUMED_ANSWER_TOKENS = 256
-CORRECTNESS = step_of("judge")  # the steps are named as ``summary.usage`` names them
 
 
 @dataclass
@@ -102,14 +66,25 @@ class StepRow:
 
 
 @dataclass(frozen=True, slots=True)
-class DatasetSteps:
-    """Which judge steps a dataset's scorers take."""
+class Tokens:
+    """The token rules the scorers' bounds are counted with (``scoring.requests.TokenEstimate``)."""
 
-    judged: bool = False
-    recall: bool = False
-    grounding: bool = False
-    completeness: bool = False
-    consistency: bool = False
+    counter: TokenCounter
+    answer: int
+
+    def prompt(self, messages: Sequence[Message]) -> int:
+        return self.counter.prompt(messages)
+
+    def chars(self, n: int) -> int:
+        return math.ceil(n / CHARS_PER_TOKEN)
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetSteps:
+    """A dataset's scorers that declare judge requests (those of groups apart)."""
+
+    bounded: tuple[RequestBounded, ...] = ()
+    grouped: tuple[GroupBounded, ...] = ()
 
 
 class Steps:
@@ -119,17 +94,11 @@ class Steps:
         self.cfg, self.counter = cfg, counter
         api = cfg.simulator.api if cfg.eval_type == "mock" else cfg.eval_type
         cap = completion_cap(cfg.generation_config, api)
-        self.answer = cap or ASSUMED_ANSWER_TOKENS
+        self.tokens = Tokens(counter, cap or ASSUMED_ANSWER_TOKENS)
         self.model = StepRow("model", cfg.model, cfg.model, True, 0, cap)
         self._rows: dict[tuple[str, int], StepRow] = {}
-        judge = cfg.judge
-        self._opts = grounding_options(judge)
-        self._judges = list(judge.models) if judge else []
-        self._grounders = grounding_models(judge)
-        self._repairs = judge.max_repairs if judge else 0
-        self._g_repairs = self._repairs if self._opts.max_repairs is None \
-            else self._opts.max_repairs
-        self._groups: dict[tuple[str, str], list[tuple[str, int]]] = {}
+        self._steps: dict[str, JudgeStep] = {}
+        self._groups: dict[tuple[int, str, str], list[Any]] = {}
 
     def rows(self) -> list[StepRow]:
         judged = sorted(self._rows.items(), key=lambda kv: (STEPS.index(kv[0][0]), kv[0][1]))
@@ -137,76 +106,48 @@ class Steps:
 
     def for_dataset(self, scorers: Sequence[Scorer]) -> DatasetSteps:
         """The judge steps of a dataset's scorers; each gets its rows, if only to show 0."""
-        steps = DatasetSteps(judged=any(isinstance(s, JudgedAccuracy) for s in scorers),
-                             recall=any(isinstance(s, RecallScorer) for s in scorers),
-                             grounding=any(isinstance(s, GroundingScorer) for s in scorers),
-                             completeness=any(isinstance(s, CompletenessScorer) for s in scorers),
-                             consistency=any(isinstance(s, ConsistencyScorer) for s in scorers))
-        for step, on, models in ((CORRECTNESS, steps.judged or steps.recall, self._judges),
-                                 ("claims", steps.grounding, self._grounders[:1]),
-                                 ("verification", steps.grounding, self._grounders),
-                                 ("completeness", steps.completeness, self._grounders[:1]),
-                                 ("equivalence", steps.consistency, self._grounders[:1])):
-            for i in range(len(models) if on else 0):
-                self._row(step, i)
+        steps = DatasetSteps(tuple(s for s in scorers if isinstance(s, RequestBounded)),
+                             tuple(s for s in scorers if isinstance(s, GroupBounded)))
+        for scorer in steps.bounded:
+            for step in scorer.request_steps():
+                self._steps.setdefault(step.step, step)
+                for i in range(len(step.models)):
+                    self._row(step.step, i)
         return steps
 
     def _row(self, step: str, i: int) -> StepRow:
         row = self._rows.get((step, i))
         if row is None:
-            grounding = step != CORRECTNESS
-            models: list[JudgeModel] = self._grounders if grounding else self._judges
+            models = self._steps[step].models
             m = models[i]
-            row = StepRow(step, judge_ids(models)[i], m.model_id, False,
-                          self._g_repairs if grounding else self._repairs,
+            row = StepRow(step, judge_ids(models)[i], m.model_id, False, self._steps[step].repairs,
                           completion_cap(m.generation_config, m.eval_type))
             self._rows[(step, i)] = row
         return row
 
+    def _add(self, bounds: Sequence[RequestBound], repeats: int) -> None:
+        for b in bounds:
+            row = self._row(b.step, b.model)
+            row.add(repeats * b.requests, b.tokens_each)
+            row.fallback += repeats * b.fallback
+
     def sample(self, subset: str, sample: Sample, steps: DatasetSteps) -> None:
         """Count one sample's requests (every repeat)."""
-        r, prompt, opts = self.cfg.repeats, self.counter.prompt, self._opts
+        r = self.cfg.repeats
         if self.cfg.eval_type != "answers":  # answers are read, not asked
-            self.model.add(r, prompt(sample.messages, tally=True))
-        referenced = any(t.strip() for t in sample.target)
-        free = sample.answer_kind is AnswerKind.FREE
-        if referenced and (steps.recall or (steps.judged and free)) and self.cfg.judge:
-            tokens = prompt(judge_messages(sample, "", multimodal=self.cfg.judge.multimodal))
-            for i in range(len(self._judges)):
-                self._row(CORRECTNESS, i).add(r, tokens + self.answer)
-        visual = visual_media(sample)
-        if steps.grounding and visual:
-            self._row("claims", 0).add(r, prompt(claims_messages(sample.question, "")) + self.answer)
-            claim = math.ceil(opts.max_claim_chars / CHARS_PER_TOKEN)
-            single = prompt(verify_messages("", visual)) + claim
-            batch = prompt(verify_batch_messages([""] * opts.max_claims, visual)) \
-                + opts.max_claims * claim
-            for i in range(len(self._grounders)):
-                row = self._row("verification", i)
-                if opts.verify == "batch":
-                    row.add(r * opts.votes, batch)
-                    row.fallback += r * opts.votes * opts.max_claims
-                else:
-                    row.add(r * opts.max_claims * opts.votes, single)
-        elements = [str(e) for e in sample.metadata.get("elements") or ()]
-        if steps.completeness and 1 <= len(elements) <= opts.max_elements:
-            tokens = prompt(completeness_messages("", elements)) + self.answer
-            self._row("completeness", 0).add(r, tokens)
-        group = sample.metadata.get("group")
-        if steps.consistency and group is not None and str(group) != "":
-            refs = len(dict.fromkeys(t for t in sample.target if t.strip()))
-            members = self._groups.setdefault((subset, str(group)), [])
-            members.append((sample.question, min(refs, MAX_REFERENCES)))
+            self.model.add(r, self.counter.prompt(sample.messages, tally=True))
+        declared = (b for s in steps.bounded for b in s.request_bounds(sample, self.tokens))
+        self._add(list(dict.fromkeys(declared)), r)  # declared twice: one set (the cache)
+        for i, scorer in enumerate(steps.grouped):
+            member = scorer.group_member(sample)
+            if member is not None:
+                self._groups.setdefault((i, subset, member[0]), []).append(member[1])
 
     def finish_groups(self, steps: DatasetSteps) -> None:
-        """Count a dataset's equivalence requests, once all its groups are known."""
-        if steps.consistency:
-            for members in self._groups.values():
-                m = min(len(members), self._opts.max_group_size)
-                if m < 2:
-                    continue
-                refs = sorted((n for _, n in members), reverse=True)[:m]
-                requests = (m * (m - 1) // 2 + sum(refs)) * self.cfg.repeats
-                tokens = self.counter.prompt(equivalence_messages(members[0][0], "", ""))
-                self._row("equivalence", 0).add(requests, tokens + 2 * self.answer)
+        """Count a dataset's group requests, once all its groups are known."""
+        bounds: dict[tuple[str, str, RequestBound], None] = {}
+        for (i, subset, group), members in self._groups.items():
+            for b in steps.grouped[i].group_bounds(members, self.tokens):
+                bounds[(subset, group, b)] = None  # two equal scorers: one set of requests
+        self._add([b for *_, b in bounds], self.cfg.repeats)
         self._groups.clear()

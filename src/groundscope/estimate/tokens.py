@@ -1,30 +1,14 @@
-"""Token estimates before any request: rules of thumb, stated, never a tokenizer.
+"""The dry-run's token counts: the rules of ``groundscope/tokens.py`` applied to a sample's
+messages, each medium's size probed once from its header (``media.probe``), and the
+completion cap a request of a generation config carries.
 
-- **Text**: one token per CJK character (Han, kana, hangul, full-width forms), one per
-  :data:`CHARS_PER_TOKEN` (4) other characters, rounded up; plus :data:`MESSAGE_TOKENS` (3)
-  per message and :data:`REPLY_TOKENS` (3) per request (OpenAI's chat-format overhead).
-- **Images**: OpenAI's tile rule (GPT-4o / GPT-4.1 family). ``detail: low`` is a flat
-  :data:`IMAGE_BASE` (85); ``high``, and ``auto`` (the default, which the API may serve as
-  either: estimated as the larger), fit the image within 2048x2048, scale its shorter side
-  down to 768, count 512-pixel tiles: 85 + 170 per tile (1024x1024 -> 765). The size comes
-  from the image header (``media.probe``); a remote image (size unknown) counts as
-  :data:`UNKNOWN_IMAGE_TOKENS`, a 1024x1024 one.
-- **Audio**: :data:`AUDIO_TOKENS_PER_SECOND` (10) per second (OpenAI bills ~600 audio tokens
-  a minute); seconds from a WAV header, else the byte size at 128 kbit/s; remote audio
-  counts as a minute.
+- ``max_image_side``: an image is counted at its downscaled size; a remote image (size
+  unknown) counts as 1024x1024.
 - **Video**: with ``video_frames`` N, N image parts, each at most ``frame_side`` square (an
-  upper bound whatever the aspect); else one part of :data:`VIDEO_TOKENS` (8 frames of 765:
-  6,120), a rough rule: providers that take video sample frames their own way.
-- ``max_image_side``: an image is counted at its downscaled size.
-- **Completion**: the cap a request carries (``max_completion_tokens``,
-  ``max_output_tokens`` or ``max_tokens`` of its generation config, its ``extra_body``
-  too, times ``n``; the Anthropic API's default 4096) is the upper bound; without one there
-  is none.
+  upper bound whatever the aspect); else one part of ``VIDEO_TOKENS``.
+- **Completion**: the cap of the generation config (its ``extra_body`` too; the Anthropic
+  API's default 4096 when it has none), times ``n``.
 
->>> text_tokens("What animal is this?"), text_tokens("这是什么动物？")
-(5, 7)
->>> image_tokens(1024, 1024, "high"), image_tokens(2048, 4096, None), image_tokens(4000, 3000, "low")
-(765, 1105, 85)
 >>> completion_cap({"max_tokens": 64, "n": 2}, "openai_api"), completion_cap({}, "anthropic_api")
 (128, 4096)
 >>> completion_cap({}, "openai_api") is None
@@ -33,8 +17,6 @@ True
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,38 +27,19 @@ from groundscope import media
 from groundscope.client.anthropic import DEFAULT_MAX_TOKENS as ANTHROPIC_MAX_TOKENS
 from groundscope.client.openai import effective_config
 from groundscope.errors import MediaError
+from groundscope.tokens import (
+    MESSAGE_TOKENS,
+    REPLY_TOKENS,
+    UNKNOWN_AUDIO_SECONDS,
+    VIDEO_TOKENS,
+    audio_tokens,
+    image_tokens,
+    output_cap,
+    text_tokens,
+)
 from groundscope.types import MediaPart, MediaRef, Message, Modality
 
-CHARS_PER_TOKEN = 4
-MESSAGE_TOKENS = 3
-REPLY_TOKENS = 3
-IMAGE_BASE = 85
-IMAGE_TILE = 170
-UNKNOWN_IMAGE_TOKENS = 765
-AUDIO_TOKENS_PER_SECOND = 10
-UNKNOWN_AUDIO_SECONDS = 60.0
-VIDEO_TOKENS = 8 * 765
 _SIZES_MAX = 65_536  # media sizes remembered; the table is dropped when full
-_CAP_KEYS = ("max_completion_tokens", "max_output_tokens", "max_tokens")
-_CJK = re.compile("[\u1100-\u11ff\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
-
-
-def text_tokens(text: str) -> int:
-    """Estimated tokens of a text (see the module docstring)."""
-    cjk = len(_CJK.findall(text))
-    return cjk + math.ceil((len(text) - cjk) / CHARS_PER_TOKEN)
-
-
-def image_tokens(width: int, height: int, detail: str | None) -> int:
-    """OpenAI's tile rule for one image of ``width`` x ``height`` at ``detail``."""
-    if detail == "low":
-        return IMAGE_BASE
-    w, h = float(width), float(height)
-    if max(w, h) > 2048:
-        w, h = w * 2048 / max(w, h), h * 2048 / max(w, h)
-    if min(w, h) > 768:
-        w, h = w * 768 / min(w, h), h * 768 / min(w, h)
-    return IMAGE_BASE + IMAGE_TILE * math.ceil(w / 512) * math.ceil(h / 512)
 
 
 def completion_cap(generation_config: Mapping[str, Any], api: str) -> int | None:
@@ -85,12 +48,9 @@ def completion_cap(generation_config: Mapping[str, Any], api: str) -> int | None
     extra = config.get("extra_body")
     if isinstance(extra, Mapping):
         config.update(extra)
-    caps = [v for k in _CAP_KEYS if isinstance(v := config.get(k), int) and not isinstance(v, bool)
-            and v > 0]
-    cap = min(caps) if caps else (ANTHROPIC_MAX_TOKENS if api == "anthropic_api" else None)
-    n = config.get("n")
-    if cap is not None and isinstance(n, int) and not isinstance(n, bool) and n > 1:
-        cap *= n
+    cap = output_cap(config)
+    if cap is None and api == "anthropic_api":
+        cap = output_cap({**config, "max_tokens": ANTHROPIC_MAX_TOKENS})
     return cap
 
 
@@ -142,7 +102,7 @@ class TokenCounter:
             t.images += 1
             if size is None or size.width is None or size.height is None:
                 t.unknown_images += 1
-                tokens = UNKNOWN_IMAGE_TOKENS
+                tokens = image_tokens(None, None, ref.detail)
             else:
                 tokens = image_tokens(*self._fitted(size.width, size.height), ref.detail)
             t.image_tokens += tokens
@@ -150,7 +110,7 @@ class TokenCounter:
         if ref.kind is Modality.AUDIO:
             seconds = size.seconds if size is not None and size.seconds is not None \
                 else UNKNOWN_AUDIO_SECONDS
-            tokens = math.ceil(seconds * AUDIO_TOKENS_PER_SECOND)
+            tokens = audio_tokens(seconds)
             t.audio += 1
             t.audio_seconds += seconds
             t.audio_tokens += tokens

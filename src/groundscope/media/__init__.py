@@ -26,9 +26,9 @@ The submodules share a few public helpers among themselves (``sources.classify``
 is shown in outputs as ``describe(ref)``.
 """
 
+from groundscope.defaults import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS
 from groundscope.media.formats import AUDIO_FORMATS, VIDEO_FORMATS, check_format, sniff_mime
 from groundscope.media.images import (
-    DEFAULT_MAX_PIXELS,
     check,
     image_size,
     max_pixels,
@@ -52,7 +52,6 @@ from groundscope.media.settings import (
     settings_identity,
 )
 from groundscope.media.sources import (
-    DEFAULT_MAX_BYTES,
     describe,
     exists,
     fetched_audio_format,

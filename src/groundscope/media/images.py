@@ -8,13 +8,13 @@ import warnings
 from contextvars import ContextVar
 from typing import Any
 
+from groundscope.defaults import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS
 from groundscope.errors import MediaError
 from groundscope.media.budget import DECODE_BUDGET, pixel_bytes
 from groundscope.media.decode import probe_audio, probe_video
 from groundscope.media.formats import check_format, sniff_mime
 from groundscope.media.settings import TRANSCODED_AUDIO, media_settings
 from groundscope.media.sources import (
-    DEFAULT_MAX_BYTES,
     describe,
     file_version,
     is_remote,
@@ -23,9 +23,6 @@ from groundscope.media.sources import (
     supported_format,
 )
 from groundscope.types import MediaRef, Modality
-
-DEFAULT_MAX_PIXELS = 89_478_485  # Pillow's Image.MAX_IMAGE_PIXELS (its decompression-bomb limit)
-
 
 _HEAD_BYTES = 64 * 1024  # the head read first: holds the header of nearly every image
 _HEADER_BYTES = 1024 * 1024  # enough of an image file for Pillow to parse its header

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from groundscope.defaults import DEFAULT_MAX_BYTES
 from groundscope.errors import MediaError
 from groundscope.media.decode import audio_to_wav, sample_frames
 from groundscope.media.formats import AUDIO_FORMATS, norm_format, sniff_mime
 from groundscope.media.images import max_pixels
 from groundscope.media.resize import fit_image
 from groundscope.media.settings import MediaSettings, media_settings
-from groundscope.media.sources import DEFAULT_MAX_BYTES, describe, fingerprint, is_remote, load, read_raw
+from groundscope.media.sources import describe, fingerprint, is_remote, load, read_raw
 from groundscope.types import MediaRef, Modality
 
 

@@ -19,12 +19,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from groundscope.defaults import DEFAULT_MAX_BYTES
 from groundscope.media.images import image_size
-from groundscope.media.sources import DEFAULT_MAX_BYTES, classify, is_remote, read_raw, resolve_path
+from groundscope.media.sources import classify, is_remote, read_raw, resolve_path
 from groundscope.types import MediaRef, Modality
 
 COMPRESSED_AUDIO_BYTES_PER_SECOND = 16_000  # 128 kbit/s: a typical mp3 bit rate
-_WAV_HEAD = 4096  # the RIFF chunks before "data" (fmt, LIST, fact ...) fit in this
+WAV_HEAD = 4096  # the RIFF chunks before "data" (fmt, LIST, fact ...) fit in this
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,12 @@ def wav_seconds(head: bytes, total: int | None = None) -> float | None:
     return None
 
 
+def audio_seconds(head: bytes, nbytes: int) -> float:
+    """An audio file's seconds: its WAV header's, else ``nbytes`` at 128 kbit/s."""
+    seconds = wav_seconds(head, nbytes)
+    return nbytes / COMPRESSED_AUDIO_BYTES_PER_SECOND if seconds is None else seconds
+
+
 def _byte_size(ref: MediaRef, max_bytes: int) -> int:
     if classify(ref.source) == "path":
         return os.path.getsize(resolve_path(ref))
@@ -72,8 +79,6 @@ def probe(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES) -> MediaSize:
         width, height = image_size(ref, max_bytes=max_bytes)
         return MediaSize(nbytes, width, height)
     if ref.kind is Modality.AUDIO:
-        seconds = wav_seconds(read_raw(ref, max_bytes, head=_WAV_HEAD)[0], nbytes)
-        if seconds is None:
-            seconds = nbytes / COMPRESSED_AUDIO_BYTES_PER_SECOND
-        return MediaSize(nbytes, seconds=seconds)
+        head = read_raw(ref, max_bytes, head=WAV_HEAD)[0]
+        return MediaSize(nbytes, seconds=audio_seconds(head, nbytes))
     return MediaSize(nbytes)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote_to_bytes
 
+from groundscope.defaults import DEFAULT_MAX_BYTES
 from groundscope.errors import MediaError
 from groundscope.media.digest import content_id
 from groundscope.media.formats import (
@@ -42,9 +43,6 @@ from groundscope.media.formats import (
 from groundscope.media.roots import confine, open_confined
 from groundscope.redaction import redact_url
 from groundscope.types import MediaRef, Modality
-
-DEFAULT_MAX_BYTES = 64 * 1024 * 1024
-
 
 SourceKind = Literal["bytes", "data", "url", "base64", "path"]
 

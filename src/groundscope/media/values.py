@@ -10,10 +10,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from groundscope.defaults import DEFAULT_MAX_BYTES
 from groundscope.errors import MediaError
 from groundscope.media.formats import check_format
 from groundscope.media.images import max_pixels
-from groundscope.media.sources import DEFAULT_MAX_BYTES, classify, read_raw
+from groundscope.media.sources import classify, read_raw
 from groundscope.types import MediaRef, Modality
 
 _SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")

@@ -21,11 +21,11 @@ from typing import Any
 
 from pybase64 import b64encode  # SIMD base64: ~40x the stdlib's speed, byte-identical
 
+from groundscope.defaults import DEFAULT_MAX_BYTES
 from groundscope.errors import MediaError
 from groundscope.media.formats import FORMAT_MIME
 from groundscope.media.images import header_checked, max_pixels, open_image
 from groundscope.media.sources import (
-    DEFAULT_MAX_BYTES,
     describe,
     fetched_audio_format,
     file_version,

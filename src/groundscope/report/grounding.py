@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 from groundscope.metrics import OVERALL
 from groundscope.report.model import MetricRow
 from groundscope.scoring.agreement import versus_human
+from groundscope.scoring.grounding import grounding_models, grounding_options, grounding_repairs
+from groundscope.scoring.judge import judge_ids
 from groundscope.types import Score, ScoreStatus
 
 if TYPE_CHECKING:
@@ -169,9 +171,6 @@ def with_grounding_stats(rep: DatasetReport, judge: JudgeConfig | None,
     """``rep`` with ``extra["grounding"]`` when it has grounding metric rows."""
     if not _KEYS & {r.metric for r in rep.metrics}:
         return rep
-    from groundscope.scoring.grounding import grounding_models, grounding_options
-    from groundscope.scoring.judge import judge_ids
-
     total: Counter[str] = Counter()
     subsets = {}
     rows: list[MetricRow] = []
@@ -187,12 +186,10 @@ def with_grounding_stats(rep: DatasetReport, judge: JudgeConfig | None,
         rows += _human_rows(total, OVERALL)
     rows.sort(key=lambda r: r.metric != HUMAN_ACCURACY)
     opts = grounding_options(judge)
-    retries = opts.max_repairs if opts.max_repairs is not None else \
-        judge.max_repairs if judge is not None else 2
     bounds = {"max_claims": opts.max_claims, "max_claim_chars": opts.max_claim_chars,
               "max_elements": opts.max_elements, "max_group_size": opts.max_group_size,
               "max_reply_chars": judge.max_reply_chars if judge is not None else None,
-              "max_retries": retries}
+              "max_retries": grounding_repairs(judge)}
     extra = {"policy": {"not_determinable": opts.not_determinable}, "votes": opts.votes,
              "verify": opts.verify,
              "models": judge_ids(grounding_models(judge)), "bounds": bounds,

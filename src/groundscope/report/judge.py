@@ -1,7 +1,7 @@
 """The judge's part of a dataset report, rebuilt from the saved reviews.
 
-From every judged score's ``detail`` (``scoring/judge.py``: the verdict, each judge's vote,
-the human label) it derives, per subset and OVERALL:
+From every judged score's decision (``scoring.judge.read_decision``: the verdict, each
+judge's vote, the human label) it derives, per subset and OVERALL:
 
 - how many judgements failed (``judge_failed``: no verdict after the bounded retries, or a
   tie between judges) — excluded from ``Accuracy`` and said in the summary line;
@@ -29,6 +29,7 @@ from groundscope.scoring.agreement import (
     pairwise_agreement,
     versus_human,
 )
+from groundscope.scoring.judge import is_judged, judge_ids, read_decision
 from groundscope.types import Score
 
 if TYPE_CHECKING:
@@ -38,8 +39,6 @@ if TYPE_CHECKING:
 JUDGE_AGREEMENT = "judge_agreement"
 HUMAN_ACCURACY = "judge_human_accuracy"
 HUMAN_KAPPA = "judge_human_kappa"
-_VERDICT = {"A": True, "B": False}
-_HUMAN = {"correct": True, "incorrect": False}
 
 
 @dataclass
@@ -53,18 +52,14 @@ class JudgeStats:
     human: list[tuple[bool, bool]] = field(default_factory=list)
 
     def add(self, score: Score) -> None:
-        d = score.detail
+        decision = read_decision(score.detail)
         self.judged += 1
-        if d.get("judge_failed"):
+        if decision.failed:
             self.failed += 1
-            reason = str(d["judge_failed"])
-            self.failures[reason] = self.failures.get(reason, 0) + 1
-        cast = [_VERDICT[v["verdict"]] for v in d.get("votes") or ()
-                if isinstance(v, Mapping) and v.get("verdict") in _VERDICT]
-        self.votes.append(cast)
-        verdict, human = _VERDICT.get(d.get("verdict") or ""), _HUMAN.get(d.get("human_label") or "")
-        if verdict is not None and human is not None:
-            self.human.append((human, verdict))
+            self.failures[decision.failed] = self.failures.get(decision.failed, 0) + 1
+        self.votes.append(list(decision.votes))
+        if decision.verdict is not None and decision.human is not None:
+            self.human.append((decision.human, decision.verdict))
 
     def merge(self, other: JudgeStats) -> None:
         self.judged += other.judged
@@ -113,7 +108,7 @@ def judged_scores(store: RunStore, dataset: str, subsets: Sequence[str]) -> dict
         for row in store.load_reviews(dataset, subset).values():
             score = score_from_json(row)
             key = (score.sample_id, score.repeat)
-            if "votes" in score.detail and key not in seen:
+            if is_judged(score.detail) and key not in seen:
                 seen.add(key)
                 rows.append(score)
         out[subset] = rows
@@ -136,8 +131,6 @@ def with_judge_stats(rep: DatasetReport, judge: JudgeConfig | None,
     if len(rep.subsets) > 1:
         rows += total.rows(OVERALL)
     rows.sort(key=lambda r: [JUDGE_AGREEMENT, HUMAN_ACCURACY, HUMAN_KAPPA].index(r.metric))
-    from groundscope.scoring.judge import judge_ids
-
     # ``max_retries``: schema 1's key for the judge's repair turns (``judge.max_repairs``)
     extra = {"strategy": judge.strategy, "models": judge_ids(judge.models),
              "multimodal": judge.multimodal, "max_retries": judge.max_repairs, **total.to_json()}

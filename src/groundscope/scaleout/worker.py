@@ -26,6 +26,7 @@ from groundscope.client.cache import ResponseCache, SharedReplies
 from groundscope.client.chat import ChatClient
 from groundscope.client.retry import RetryPolicy
 from groundscope.config import JudgeModel, TaskConfig, load_config
+from groundscope.defaults import DEFAULT_MAX_PIXELS
 from groundscope.errors import GroundscopeError
 from groundscope.pipeline import Hooks, Saved, evaluate_sample
 from groundscope.plan import plan_scoring
@@ -126,7 +127,7 @@ class SampleWorker:
         self._scoring: ScoringContext | None = None
         self._scorers: dict[str, list[Scorer]] = {}
         self._redact = str
-        self._max_pixels = media.DEFAULT_MAX_PIXELS
+        self._max_pixels = DEFAULT_MAX_PIXELS
         self._media = media.MediaSettings()
 
     def _gate(self, key: str, limit: int) -> LeasedGate:

@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from groundscope.client.gate import Gate, RateGate
-from groundscope.client.limits import DEFAULT_MAX_RESPONSE_BYTES
+from groundscope.defaults import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_RETRY_BASE_DELAY,
+    DEFAULT_RETRY_MAX_DELAY,
+    DEFAULT_TIMEOUT,
+)
 from groundscope.errors import GroundscopeError
 from groundscope.types import Prediction, PredictionStatus, Sample, Score, ScoreStatus
 
@@ -62,10 +68,10 @@ class ScoringContext:
     judge_concurrency: int = 8
     seed: int = 42
     mock_url: str | None = None
-    timeout: float = 300.0
-    max_retries: int = 5
-    retry_base_delay: float = 0.5
-    retry_max_delay: float = 30.0
+    timeout: float = DEFAULT_TIMEOUT
+    max_retries: int = DEFAULT_MAX_RETRIES
+    retry_base_delay: float = DEFAULT_RETRY_BASE_DELAY
+    retry_max_delay: float = DEFAULT_RETRY_MAX_DELAY
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     judge_clients: list[ChatClient] = field(default_factory=list)  # connected: the live view
     # the admission gate of a judge endpoint's client; None: the run's own (gate())

@@ -53,6 +53,7 @@ from groundscope.scoring.grounding_prompt import (
     parse_equivalence,
 )
 from groundscope.scoring.normalise import normalise_answer, same_answer
+from groundscope.scoring.requests import JudgeStep, RequestBound, TokenEstimate
 from groundscope.types import Prediction, Sample, Score, ScoreStatus
 from groundscope.usage import metering
 
@@ -151,6 +152,34 @@ class ConsistencyScorer:
             detail["references_over_limit"] = len(refs) - MAX_REFERENCES
         return Score(sample.id, self.name, ScoreStatus.OK, extracted=norm, detail=detail,
                      repeat=prediction.repeat)
+
+    def request_steps(self) -> list[JudgeStep]:
+        return [JudgeStep("equivalence", self.panel.cfg.models[:1], self.panel.cfg.max_repairs)]
+
+    def request_bounds(self, sample: Sample, tokens: TokenEstimate) -> list[RequestBound]:
+        return []  # a member row asks nothing: its group does (group_bounds)
+
+    def group_member(self, sample: Sample) -> tuple[str, tuple[str, int]] | None:
+        """A grouped sample's group id, question and number of distinct references (at most
+        ``MAX_REFERENCES``)."""
+        group = sample.metadata.get("group")
+        if group is None or str(group) == "":
+            return None
+        refs = len(dict.fromkeys(t for t in sample.target if t.strip()))
+        return str(group), (sample.question, min(refs, MAX_REFERENCES))
+
+    def group_bounds(self, members: Sequence[tuple[str, int]], tokens: TokenEstimate
+                     ) -> list[RequestBound]:
+        """A group of n members, m = min(n, ``max_group_size``): m(m-1)/2 answer pairs, plus
+        for the m members with most references the sum of their references (answer-vs-reference
+        checks); none when m < 2. The prompt quotes the first member's question and two
+        answers."""
+        m = min(len(members), self.max_group_size)
+        if m < 2:
+            return []
+        refs = sorted((n for _, n in members), reverse=True)[:m]
+        each = tokens.prompt(equivalence_messages(members[0][0], "", "")) + 2 * tokens.answer
+        return [RequestBound("equivalence", 0, m * (m - 1) // 2 + sum(refs), each)]
 
     async def score_groups(self, members: Sequence[Score]) -> list[Score]:
         groups: dict[tuple[str, int], list[Score]] = {}

@@ -61,6 +61,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from groundscope.judgeconfig import GroundingConfig, JudgeConfig, JudgeModel
 from groundscope.scoring.base import unusable
 from groundscope.scoring.grounding_prompt import (
     CLAIMS_SHAPE,
@@ -69,13 +70,15 @@ from groundscope.scoring.grounding_prompt import (
     completeness_messages,
     parse_claims,
     parse_covered,
+    verify_batch_messages,
+    verify_messages,
 )
 from groundscope.scoring.normalise import normalise_answer
+from groundscope.scoring.requests import JudgeStep, RequestBound, TokenEstimate
 from groundscope.scoring.verification import verify_claims
 from groundscope.types import MediaRef, Modality, Prediction, Sample, Score, ScoreStatus
 
 if TYPE_CHECKING:
-    from groundscope.config import GroundingConfig, JudgeConfig, JudgeModel
     from groundscope.scoring.base import ScoringContext
     from groundscope.scoring.judge import JudgePanel
 
@@ -85,8 +88,6 @@ RATIO_KEYS = ("grounding_claims", "hallucination")
 
 def grounding_options(judge: JudgeConfig | None) -> GroundingConfig:
     """The run's grounding options (defaults when the judge block has no ``grounding``)."""
-    from groundscope.config import GroundingConfig
-
     return judge.grounding if judge is not None and judge.grounding else GroundingConfig()
 
 
@@ -97,17 +98,23 @@ def grounding_models(judge: JudgeConfig | None) -> list[JudgeModel]:
     return list(grounding_options(judge).models or judge.models)
 
 
+def grounding_repairs(judge: JudgeConfig | None) -> int:
+    """The repair turns a grounding step's broken reply gets: ``judge.grounding.max_repairs``
+    when set, else the judge block's (``max_repairs``, default 2)."""
+    judge = judge or JudgeConfig()
+    opts = grounding_options(judge)
+    return judge.max_repairs if opts.max_repairs is None else opts.max_repairs
+
+
 def grounding_panel(ctx: ScoringContext) -> JudgePanel:
     """The run's panel for the grounding steps (its own models and retry budget)."""
-    from groundscope.config import JudgeConfig
     from groundscope.scoring.judge import JudgePanel
 
     def make() -> JudgePanel:
         judge = ctx.judge or JudgeConfig()
-        opts = grounding_options(judge)
-        retries = judge.max_repairs if opts.max_repairs is None else opts.max_repairs
         cfg = JudgeConfig(strategy="llm", models=grounding_models(judge), multimodal=True,
-                          max_repairs=retries, max_reply_chars=judge.max_reply_chars)
+                          max_repairs=grounding_repairs(judge),
+                          max_reply_chars=judge.max_reply_chars)
         return JudgePanel(ctx, cfg)
 
     return ctx.shared("grounding:panel", make)
@@ -153,6 +160,33 @@ class GroundingScorer:
     async def score(self, sample: Sample, prediction: Prediction) -> Score:
         score = await self._score(sample, prediction)
         return with_human_labels(score, sample.metadata)
+
+    def request_steps(self) -> list[JudgeStep]:
+        models, repairs = self.panel.cfg.models, self.panel.cfg.max_repairs
+        return [JudgeStep("claims", models[:1], repairs),
+                JudgeStep("verification", models, repairs)]
+
+    def request_bounds(self, sample: Sample, tokens: TokenEstimate) -> list[RequestBound]:
+        """For a sample with an image or video: ``claims`` 1 (the first grounding model);
+        ``verification`` K x V per grounding model (an answer's first K = ``max_claims``
+        claims, each verified by every model V = ``votes`` times), or with ``verify: batch``
+        V per model (one request per answer and vote) plus the per-claim fallback of a batch
+        that still breaks its contract after its repairs (K x V). A claim is counted at
+        ``max_claim_chars`` characters."""
+        visual = visual_media(sample)
+        if not visual:
+            return []
+        opts, k, v = self.options, self.options.max_claims, self.options.votes
+        bounds = [RequestBound("claims", 0, 1,
+                               tokens.prompt(claims_messages(sample.question, "")) + tokens.answer)]
+        claim = tokens.chars(opts.max_claim_chars)
+        if opts.verify == "batch":
+            batch = tokens.prompt(verify_batch_messages([""] * k, visual)) + k * claim
+            per_model = RequestBound("verification", 0, v, batch, fallback=v * k)
+        else:
+            per_model = RequestBound("verification", 0, k * v,
+                                     tokens.prompt(verify_messages("", visual)) + claim)
+        return bounds + [replace(per_model, model=i) for i in range(len(self.panel.cfg.models))]
 
     async def _score(self, sample: Sample, prediction: Prediction) -> Score:
         bad = unusable(sample, prediction, self.name)
@@ -326,3 +360,15 @@ class CompletenessScorer:
         return Score(sample.id, self.name, ScoreStatus.OK,
                      values={"completeness": hits / len(elements)}, detail=detail,
                      repeat=prediction.repeat)
+
+    def request_steps(self) -> list[JudgeStep]:
+        return [JudgeStep("completeness", self.panel.cfg.models[:1], self.panel.cfg.max_repairs)]
+
+    def request_bounds(self, sample: Sample, tokens: TokenEstimate) -> list[RequestBound]:
+        """1 (the first grounding model) for a record with 1..``max_elements`` expected
+        elements (an empty answer makes none)."""
+        elements = [str(e) for e in sample.metadata.get("elements") or ()]
+        if not 1 <= len(elements) <= self.max_elements:
+            return []
+        return [RequestBound("completeness", 0, 1, tokens.prompt(
+            completeness_messages("", elements)) + tokens.answer)]

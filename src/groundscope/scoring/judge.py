@@ -142,6 +142,46 @@ class Outcome:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A saved panel decision, read back from a score's ``detail`` (what
+    :meth:`Outcome.detail` wrote): ``failed`` the reason it gave no verdict, ``votes`` each
+    cast vote (True: correct), ``verdict`` and ``human`` (True: correct; None: none)."""
+
+    failed: str | None
+    votes: tuple[bool, ...]
+    verdict: bool | None
+    human: bool | None
+
+
+_VERDICTS = {"A": True, "B": False}
+_HUMAN_LABELS = {"correct": True, "incorrect": False}
+
+
+def is_judged(detail: Mapping[str, Any]) -> bool:
+    """Whether a score's ``detail`` holds a panel decision (its votes)."""
+    return "votes" in detail
+
+
+def read_decision(detail: Mapping[str, Any]) -> Decision:
+    """The panel decision a judged score's ``detail`` holds (a saved, so untrusted, row:
+    anything malformed reads as absent).
+
+    >>> read_decision({"verdict": "A", "votes": [{"verdict": "A"}, {"verdict": None}],
+    ...                "human_label": "incorrect"})
+    Decision(failed=None, votes=(True,), verdict=True, human=False)
+    """
+    failed = detail.get("judge_failed")
+    cast = detail.get("votes")
+    votes = tuple(_VERDICTS[v["verdict"]] for v in (cast if isinstance(cast, list) else ())
+                  if isinstance(v, Mapping) and isinstance(v.get("verdict"), str)
+                  and v["verdict"] in _VERDICTS)
+    verdict, human = detail.get("verdict"), detail.get("human_label")
+    return Decision(str(failed) if failed else None, votes,
+                    _VERDICTS.get(verdict) if isinstance(verdict, str) else None,
+                    _HUMAN_LABELS.get(human) if isinstance(human, str) else None)
+
+
 class JudgePanel:
     """The run's judge models behind one ``decide(sample, prediction)`` call."""
 

@@ -32,9 +32,28 @@ from dataclasses import dataclass, field, replace
 
 from groundscope.scoring.base import ChoiceScorer, Scorer, unusable
 from groundscope.scoring.judge import JudgePanel, Outcome
+from groundscope.scoring.judge_prompt import judge_messages
+from groundscope.scoring.requests import JudgeStep, RequestBound, TokenEstimate
 from groundscope.types import AnswerKind, Prediction, Sample, Score, ScoreStatus
+from groundscope.usage import step_of
 
 RECALL_THRESHOLD = 0.99
+CORRECTNESS = step_of("judge")  # the step ``summary.usage`` counts the panel's verdicts in
+
+
+def correctness_step(panel: JudgePanel) -> JudgeStep:
+    return JudgeStep(CORRECTNESS, panel.cfg.models, panel.cfg.max_repairs)
+
+
+def correctness_bounds(panel: JudgePanel, sample: Sample, tokens: TokenEstimate
+                       ) -> list[RequestBound]:
+    """One ``decide`` of ``sample``: one request per judge model (J), for a sample with a
+    reference; the prompt is the real one, quoting an answer (an empty answer makes none)."""
+    if not any(t.strip() for t in sample.target):
+        return []
+    each = tokens.prompt(judge_messages(sample, "", multimodal=panel.cfg.multimodal)) \
+        + tokens.answer
+    return [RequestBound(CORRECTNESS, i, 1, each) for i in range(len(panel.cfg.models))]
 
 
 def _no_reference(sample: Sample, prediction: Prediction, name: str) -> Score | None:
@@ -61,6 +80,16 @@ class JudgedAccuracy:
             return bad
         outcome = await self.panel.decide(sample, prediction.text)
         return outcome_score(outcome, sample, prediction, self.name, "accuracy")
+
+    def request_steps(self) -> list[JudgeStep]:
+        return [correctness_step(self.panel)]
+
+    def request_bounds(self, sample: Sample, tokens: TokenEstimate) -> list[RequestBound]:
+        """J per free-form sample with a reference; a multiple-choice sample is matched by
+        its letter: 0."""
+        if sample.answer_kind is not AnswerKind.FREE:
+            return []
+        return correctness_bounds(self.panel, sample, tokens)
 
 
 def outcome_score(outcome: Outcome, sample: Sample, prediction: Prediction, name: str,
@@ -100,3 +129,10 @@ class RecallScorer:
             values[self.key] = max(value, 1.0 if outcome.correct else 0.0)
         detail = {**rule.detail, **outcome.detail(), "rule_value": value, "recall_key": self.key}
         return replace(rule, values=values, detail=detail)
+
+    def request_steps(self) -> list[JudgeStep]:
+        return [correctness_step(self.panel)]
+
+    def request_bounds(self, sample: Sample, tokens: TokenEstimate) -> list[RequestBound]:
+        """J per sample with a reference (any answer kind: the rule score may miss)."""
+        return correctness_bounds(self.panel, sample, tokens)

@@ -1,0 +1,122 @@
+"""The pure rate limiter's bounds and counts at their edges (client/ratelimit.py), driven
+by hand-set clocks. Cases found by mutation testing (mutmut): each fails with its mutant
+applied (a bound moved by one, a header ignored, a count reset instead of summed)."""
+
+from __future__ import annotations
+
+import email.utils
+import math
+
+import pytest
+
+from groundscope.client.ratelimit import (
+    MAX_HEADER_CHARS,
+    AdaptiveLimit,
+    RateHeaders,
+    RateLimiter,
+    TokenBucket,
+    parse_count,
+    parse_duration,
+    retry_after,
+)
+
+NO_HEADERS = RateHeaders()
+
+
+def test_a_header_value_is_read_up_to_its_length_bound() -> None:
+    at_bound = "0" * (MAX_HEADER_CHARS - 2) + "1s"
+    assert parse_duration(at_bound) == 1.0
+    assert parse_duration("0" + at_bound) is None  # one character over: ignored
+
+
+def test_a_count_is_read_up_to_its_bound() -> None:
+    assert parse_count(str(10**12)) == 10**12
+    assert parse_count(str(10**12 + 1)) is None
+
+
+def test_a_retry_after_date_in_the_past_is_no_wait() -> None:
+    wall = 1_700_000_000.0
+    assert retry_after({"retry-after": email.utils.formatdate(wall - 30, usegmt=True)},
+                       wall) == 0.0
+
+
+def test_exhausted_tokens_pause_until_a_minutes_share_returns() -> None:
+    headers = {"x-ratelimit-limit-tokens": "600", "x-ratelimit-remaining-tokens": "0",
+               "x-ratelimit-reset-tokens": "30s"}
+    read = RateHeaders.read(headers, 0.0)
+    assert (read.limit_tokens, read.remaining_tokens) == (600, 0)
+    assert read.pause(rate_limited=False) == pytest.approx(0.1)  # 60 s / 600, not the reset
+
+
+@pytest.mark.parametrize("per_minute", [0.0, -1.0, math.inf, math.nan])
+def test_a_bucket_needs_a_positive_finite_rate(per_minute: float) -> None:
+    with pytest.raises(ValueError, match="positive number"):
+        TokenBucket(per_minute)
+
+
+def test_a_bucket_holds_burst_seconds_worth() -> None:
+    bucket = TokenBucket(600, burst_s=2.0)  # 10 a second: 20 at once
+    for _ in range(20):
+        assert bucket.wait(1, 0.0) == 0
+        bucket.take(1, 0.0)
+    assert bucket.wait(1, 0.0) == pytest.approx(0.1)
+    assert (bucket.charge(0.0), bucket.charge(-5.0)) == (0.0, 0.0)
+
+
+def test_the_in_flight_limit_never_grows_past_its_ceiling() -> None:
+    limit = AdaptiveLimit(2)
+    limit.rate_limited(limit.epoch)
+    assert limit.limit == 1
+    for _ in range(50):
+        limit.succeeded()
+    assert limit.limit == 2
+
+
+def test_late_429s_of_one_burst_cut_once_per_epoch() -> None:
+    limit = AdaptiveLimit(10)
+    limit.rate_limited(0)  # 10 -> 7, epoch 1
+    limit.rate_limited(0)  # sent before that cut: no second cut
+    limit.rate_limited(1)  # 7 -> 4, epoch 2
+    limit.rate_limited(1)  # sent before the second cut
+    assert (limit.limit, limit.epoch) == (4, 2)
+
+
+def test_growth_below_a_too_many_mark_is_not_slowed() -> None:
+    limit = AdaptiveLimit(10)
+    limit.rate_limited(0, in_flight=9)  # 7, and 9 in flight were too many
+    for _ in range(7):  # +1 after `limit` successes: 8 is below the mark, no probing pace
+        limit.succeeded(in_flight=1)
+    assert limit.limit == 8
+
+
+def test_pauses_add_up_and_max_pause_zero_never_pauses() -> None:
+    limiter = RateLimiter(4)
+    limiter.pause_for(5.0, 0.0)
+    limiter.pause_for(10.0, 0.0)  # extends the first: 5 more seconds
+    assert (limiter.paused_until, limiter.paused_s) == (10.0, 10.0)
+    off = RateLimiter(4, max_pause=0.0)
+    off.pause_for(5.0, 0.0)
+    assert off.wait(1, 0.0) == 0
+
+
+def test_after_a_pause_one_request_goes_first() -> None:
+    limiter = RateLimiter(8)
+    ticket = limiter.admit(1, 0.0)
+    limiter.settle(ticket, 429, RateHeaders(retry_after=1.0), None, 0.0)
+    assert limiter.wait(1, 0.5) == pytest.approx(0.5)
+    limiter.admit(1, 1.0)
+    assert limiter.wait(1, 1.0) is None  # probing: one at a time until one is answered
+
+
+def test_the_remaining_requests_told_are_spent_one_by_one_and_expire_at_their_reset() -> None:
+    limiter = RateLimiter(8)
+    first, second = limiter.admit(1, 0.0), limiter.admit(1, 0.0)
+    told = RateHeaders(remaining_requests=3, reset_requests=3.0)
+    limiter.settle(first, 200, told, None, 0.0)  # 3 left less the one sent after it: 2
+    limiter.admit(1, 0.0)
+    assert limiter.wait(1, 0.0) == 0  # one left
+    limiter.admit(1, 0.0)
+    assert limiter.wait(1, 0.0) is None  # none left while requests are in flight
+    assert limiter.wait(1, 1.5) is None  # believed until its reset (3 s), not 1 s
+    assert limiter.wait(1, 3.5) == 0  # the count expired at its reset
+    del second
