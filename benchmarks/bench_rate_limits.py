@@ -9,6 +9,7 @@ Run by hand (not part of the test suite)::
                                                            # headers only (N > the first minute's)
     python benchmarks/bench_rate_limits.py --part gateways --rpm 120 --seconds 30
                                                            # each gateway style (simulator/gateway.py)
+    python benchmarks/bench_rate_limits.py --part gateways --styles hintless --rpm 120 --seconds 30
 
 The simulator (in this process, its own thread and loop) answers with ``--latency-ms`` and
 limits requests to ``--rpm`` a minute (part ``rpm``) or ``--max-in-flight`` at once (part
@@ -114,6 +115,8 @@ def main() -> None:
     p.add_argument("--part", choices=["rpm", "inflight", "both", "gateways"], default="both")
     p.add_argument("--gateway", choices=GATEWAY_STYLES, default="openai",
                    help="how the simulator passes its rate headers on (simulator/gateway.py)")
+    p.add_argument("--styles", nargs="+", choices=GATEWAY_STYLES, default=list(GATEWAY_STYLES),
+                   help="part gateways: the styles to run (default: all)")
     p.add_argument("--rpm", type=int, default=600)
     p.add_argument("--max-in-flight", type=int, default=8)
     p.add_argument("--latency-ms", type=float, default=200.0)
@@ -156,7 +159,7 @@ def gateways(ns: argparse.Namespace, latency: float) -> None:
     conc = 8 * max(1, math.ceil(per_s * latency))
     n = int(per_s * ns.seconds)
     m = ns.max_in_flight
-    for style in GATEWAY_STYLES:
+    for style in ns.styles:
         behaviour = SimBehaviour(accuracy=0.8, latency_ms=ns.latency_ms, rpm=ns.rpm, gateway=style)
         show(f"gateway {style}: rpm {ns.rpm}/min, client told --rpm, N={n}",
              run(n, behaviour, conc, {"rpm": ns.rpm}), per_s)

@@ -9,7 +9,9 @@ every wait a test sees is the gate's, in fake seconds.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ from groundscope.client.ratelimit import (
     AdaptiveLimit,
     RateHeaders,
     RateLimiter,
+    Ticket,
     TokenBucket,
     parse_duration,
 )
@@ -464,3 +467,69 @@ async def test_retry_max_delay_caps_a_pause_too() -> None:
     assert clock.now - 1000.0 == 2.0 and gate.stats.paused_s == 2.0
     default = ChatClient(url, "m", retry=RetryPolicy(max_delay=3.0))
     assert isinstance(default.gate, RateGate) and default.gate.limiter.max_pause == 3.0
+
+
+def _against_a_hintless_rpm_limit(limiter: RateLimiter, per_s: float, latency: float,
+                                  answers: int) -> tuple[int, int, list[float]]:
+    """Drive ``limiter`` by a hand clock against an endpoint that lets ``per_s`` requests a
+    second through (a bucket holding a minute's worth, as the simulator's) and answers every
+    other at once with a 429 carrying no header at all. A refused request is sent again.
+    Returns the requests sent, the 429s, and when each answer came."""
+    provider = TokenBucket(per_s * 60, burst_s=60.0)
+    now, sent, refused, answered = 0.0, 0, 0, []
+    pending: list[tuple[float, int, Ticket, int]] = []  # (done at, order, ticket, status)
+    while len(answered) < answers:
+        while (wait := limiter.wait(1.0, now)) == 0.0:
+            ticket = limiter.admit(1.0, now)
+            ok = provider.wait(1.0, now) == 0.0
+            if ok:
+                provider.take(1.0, now)
+            sent += 1
+            heapq.heappush(pending, (now + (latency if ok else 0.001), sent, ticket,
+                                     200 if ok else 429))
+        next_at = pending[0][0] if pending else math.inf
+        if wait is not None:
+            next_at = min(next_at, now + wait)
+        now = next_at
+        while pending and pending[0][0] <= now:
+            _, _, ticket, status = heapq.heappop(pending)
+            limiter.settle(ticket, status, RateHeaders(), None, now)
+            if status == 429:
+                refused += 1
+            else:
+                answered.append(now)
+    return sent, refused, answered
+
+
+def test_hintless_429s_of_a_request_rate_are_learned_as_a_rate() -> None:
+    """2 requests a second allowed, 8 in flight at 200 ms wanted (40 a second), no header
+    on any reply and no rpm told: even one request in flight is over the limit, so only a
+    learned rate keeps the 429s rare. Past the first minute's burst the answers come at
+    >= 70% of the limit and <= 5% of the requests are refused (the issue's targets)."""
+    limiter = RateLimiter(8)
+    sent, refused, answered = _against_a_hintless_rpm_limit(limiter, 2.0, 0.2, 120 + 240)
+    past = answered[120:]
+    rate = (len(past) - 1) / (past[-1] - past[0])
+    assert refused / sent <= 0.05, (refused, sent)
+    assert rate >= 0.7 * 2.0, rate
+    assert limiter.learned.bucket is not None and limiter.learned.bucket.per_minute <= 150
+
+
+def test_hintless_429s_of_an_in_flight_limit_are_not_taken_for_a_rate() -> None:
+    """8 in flight allowed (at 200 ms: 40 a second), 64 wanted, no header: the in-flight
+    limit learns it, and no request rate is set (one would hold the run under 40 a second)."""
+    limiter = RateLimiter(64)
+    now, seq, answered, pending = 0.0, 0, 0, []
+    while answered < 2000:
+        while limiter.wait(1.0, now) == 0.0:
+            ticket = limiter.admit(1.0, now)
+            ok = sum(1 for p in pending if p[3] == 200) < 8
+            seq += 1
+            heapq.heappush(pending, (now + (0.2 if ok else 0.001), seq, ticket, 200 if ok else 429))
+        now = pending[0][0]
+        while pending and pending[0][0] <= now:
+            _, _, ticket, status = heapq.heappop(pending)
+            limiter.settle(ticket, status, RateHeaders(), None, now)
+            answered += status == 200
+    assert limiter.learned.bucket is None and limiter.learned.since is None
+    assert answered / now >= 0.7 * 40

@@ -30,6 +30,11 @@ request rate (a gateway may name it only on its 429s). Gateways pass a provider'
 on under a prefix: LiteLLM's ``llm_provider-`` names
 (``llm_provider-retry-after``, ``llm_provider-x-ratelimit-reset-requests``, ...) are read
 where the plain name is absent (:data:`GATEWAY_PREFIXES`).
+
+A 429 with no hint at all, from an endpoint that names no limit and was told no ``rpm``,
+may be a request rate no in-flight limit can keep under (one request at a time at 200 ms
+is 300 a minute): :class:`LearnedRate` measures the rate the endpoint answers at while it
+refuses, then paces requests just under it.
 """
 
 from __future__ import annotations
@@ -202,6 +207,7 @@ class TokenBucket:
         if not per_minute > 0 or not math.isfinite(per_minute):
             raise ValueError("a rate limit must be a positive number per minute")
         self.per_minute = per_minute
+        self.burst_s = burst_s
         self.rate = per_minute / 60.0
         self.capacity = max(self.rate * burst_s, 1.0)
         self.level = self.capacity
@@ -228,10 +234,83 @@ class TokenBucket:
         self._refill(now)
         self.level -= self.charge(cost)
 
+    def retune(self, per_minute: float) -> None:
+        """A new rate (at least one a minute); the level stays, within the new burst."""
+        self.per_minute = max(per_minute, 1.0)
+        self.rate = self.per_minute / 60.0
+        self.capacity = max(self.rate * self.burst_s, 1.0)
+        self.level = min(self.level, self.capacity)
+
     def adjust(self, delta: float, now: float) -> None:
         """Give back (``delta`` > 0) or charge more (< 0) once the real cost is known."""
         self._refill(now)
         self.level = min(self.capacity, self.level + delta)
+
+
+NO_HINT = RateHeaders()
+
+
+class LearnedRate:
+    """A request rate learned from hint-less 429s. The first of a request sent alone (an
+    in-flight limit cannot be the cause) opens a measurement; a 429 at
+    least :data:`MEASURE_S` later sets a request bucket at :data:`MARGIN` of the rate at
+    which requests sent since the first were answered (a refusing endpoint answers at its
+    limit; answers to requests sent before it are the burst it let through, not counted).
+    Each later 429 of a request sent after the last change cuts the rate by
+    :data:`DECREASE`; answers grow it by about :data:`GROWTH` a minute, so it probes back
+    up slowly.
+
+    >>> learned = LearnedRate()
+    >>> learned.rate_limited(now=0.0, seq=0, admitted=1)
+    >>> learned.succeeded(seq=0)  # sent before the measurement: not counted
+    >>> for seq in range(1, 9):
+    ...     learned.succeeded(seq)
+    >>> learned.rate_limited(now=4.0, seq=12, admitted=13)
+    >>> round(learned.bucket.per_minute)  # 8 answers in 4 s: 120 a minute, less 10%
+    108
+    """
+
+    MEASURE_S = 2.0
+    MEASURE_PAUSE_S = 0.5
+    MARGIN = 0.9
+    DECREASE = 0.9
+    GROWTH = 0.1
+
+    def __init__(self) -> None:
+        self.bucket: TokenBucket | None = None
+        self.since: float | None = None  # when the measurement began
+        self.answered = 0  # answers since then, to requests sent since then
+        self.first_seq = 0  # the first request sent since then
+        self.changed_at = 0  # requests admitted when the rate last changed
+
+    def rate_limited(self, now: float, seq: int, admitted: int) -> None:
+        """A hint-less 429 of the request admitted ``seq``-th, ``admitted`` so far."""
+        if self.bucket is None:
+            if self.since is None:
+                self.since, self.answered, self.first_seq = now, 0, admitted
+            elif now - self.since >= self.MEASURE_S and self.answered >= 2:
+                rate = self.answered / (now - self.since) * 60.0
+                self.bucket = TokenBucket(rate * self.MARGIN)
+                self.bucket.level = 0.0  # the measurement spent what the endpoint had
+                self.changed_at = admitted
+        elif seq >= self.changed_at:
+            self.bucket.retune(self.bucket.per_minute * self.DECREASE)
+            self.changed_at = admitted
+
+    @property
+    def measuring(self) -> bool:
+        """Between the first hint-less 429 and the rate: each 429 pauses the endpoint for
+        :data:`MEASURE_PAUSE_S` meanwhile (a 429 comes at once: without it the waiting
+        requests would meet the endpoint back to back)."""
+        return self.since is not None and self.bucket is None
+
+    def succeeded(self, seq: int) -> None:
+        """An answer to the request admitted ``seq``-th."""
+        if self.bucket is not None:  # +GROWTH a minute at the rate's own pace
+            per_minute = self.bucket.per_minute
+            self.bucket.retune(per_minute * (1.0 + self.GROWTH / per_minute))
+        elif self.since is not None and seq >= self.first_seq:
+            self.answered += 1
 
 
 class AdaptiveLimit:
@@ -306,6 +385,7 @@ class RateLimiter:
         self.concurrency = AdaptiveLimit(concurrency)
         self.max_pause = min(max(max_pause, 0.0), MAX_PAUSE_S)
         self.requests = TokenBucket(rpm) if rpm else None
+        self.learned = LearnedRate()  # paces only while nothing told a request rate
         self.tokens = TokenBucket(tpm) if tpm else None
         self.in_flight = 0
         self.paused_until = 0.0
@@ -327,14 +407,17 @@ class RateLimiter:
             self.allowance = None  # stale: no reply has told a newer count
         if self.allowance is not None and self.allowance <= 0 and self.in_flight:
             return None  # none left: wait for a reply to say how many are now
-        waits = [b.wait(cost, now) for b, cost in ((self.requests, 1.0), (self.tokens, tokens))
-                 if b is not None]
+        waits = [b.wait(cost, now) for b, cost in ((self._request_bucket(), 1.0),
+                                                    (self.tokens, tokens)) if b is not None]
         return max(waits, default=0.0)
+
+    def _request_bucket(self) -> TokenBucket | None:
+        return self.requests if self.requests is not None else self.learned.bucket
 
     def admit(self, tokens: float, now: float) -> Ticket:
         charged = 0.0
-        if self.requests is not None:
-            self.requests.take(1.0, now)
+        if (requests := self._request_bucket()) is not None:
+            requests.take(1.0, now)
         if self.tokens is not None:
             charged = self.tokens.charge(tokens)
             self.tokens.take(tokens, now)
@@ -361,8 +444,16 @@ class RateLimiter:
         if limited:
             self.rate_limited += 1
             self.concurrency.rate_limited(ticket.epoch, None if pause else ticket.in_flight)
+            # not a word on the limit, and refused though it went alone (or a rate is being
+            # learned): a request rate, which no in-flight limit keeps under
+            alone = ticket.in_flight <= 1 or self.learned.since is not None
+            if self.requests is None and headers == NO_HINT and alone:
+                self.learned.rate_limited(now, ticket.seq, self.admitted)
+                if self.learned.measuring:
+                    pause = LearnedRate.MEASURE_PAUSE_S
         elif status == 200:
             self.concurrency.succeeded(ticket.in_flight)
+            self.learned.succeeded(ticket.seq)
         if self.tokens is not None and used is not None and status == 200:
             self.tokens.adjust(ticket.tokens - self.tokens.charge(used), now)
         self.pause_for(pause, now)
