@@ -330,3 +330,31 @@ def test_judge_requests_use_the_runs_retry_delays(tmp_path: Path) -> None:
         assert asyncio.run(one()).status is ScoreStatus.OK
     (client,) = ctx.judge_clients
     assert (client.retry.max_retries, client.retry.base_delay, client.retry.max_delay) == (3, 0.01, 0.02)
+
+
+def test_a_judge_behind_a_gateway_answering_hintless_429s_is_waited_out(tmp_path: Path) -> None:
+    """A judge endpoint answering 429 with no hint, 6 times over, with ``max_retries`` 2:
+    the run's ``rate_limit_budget`` keeps the judge request going as it does the model's
+    (it gave up after 3 attempts: judge_failed), and the judge gate's pause is capped by
+    ``retry_max_delay`` as the model's is."""
+    from groundscope.config import TaskConfig
+    from groundscope.simulator import SimBehaviour
+
+    cfg = TaskConfig(model="m", api_url="http://127.0.0.1:9/v1", datasets=["general_vqa"],
+                     judge=judge_cfg("http://127.0.0.1:9/v1"), retry_base_delay=0.0,
+                     retry_max_delay=0.0, max_retries=2, rate_limit_budget=60.0)
+    ctx = ScoringContext.from_config(cfg, tmp_path)
+    behaviour = SimBehaviour(rate_429=1.0, max_faults_per_key=6, gateway="hintless")
+    with SimulatorServer(behaviour=behaviour, responders=[JudgeResponder()]) as url:
+        ctx.judge = judge_cfg(url)
+        (scorer,) = build_scorers(["acc"], ctx)
+
+        async def one() -> Score:
+            try:
+                return await scorer.score(sample(), pred("a dog"))
+            finally:
+                await ctx.aclose()
+
+        assert asyncio.run(one()).status is ScoreStatus.OK
+    (client,) = ctx.judge_clients
+    assert client.retry.rate_limit_budget == 60.0

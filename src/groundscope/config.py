@@ -43,6 +43,7 @@ from groundscope.defaults import (
     DEFAULT_MAX_RECORD_BYTES,
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_MAX_RETRIES,
+    DEFAULT_RATE_LIMIT_BUDGET,
     DEFAULT_RETRY_BASE_DELAY,
     DEFAULT_RETRY_MAX_DELAY,
     DEFAULT_TIMEOUT,
@@ -153,7 +154,7 @@ class TaskConfig(StrictModel):
     retry_base_delay: float = Field(default=DEFAULT_RETRY_BASE_DELAY, ge=0.0, le=3600.0)
     retry_max_delay: float = Field(default=DEFAULT_RETRY_MAX_DELAY, ge=0.0, le=3600.0)
     # seconds a rate-limited (429) request is retried for, past max_retries (client/retry.py)
-    rate_limit_budget: float = Field(default=300.0, ge=0.0, le=86_400.0)
+    rate_limit_budget: float = Field(default=DEFAULT_RATE_LIMIT_BUDGET, ge=0.0, le=86_400.0)
     max_image_pixels: int = Field(default=DEFAULT_MAX_PIXELS, ge=1, le=2**31 - 1)
     # what the endpoint accepts (media/settings.py): a video as N frames (0: the video itself),
     # at video_fps (else evenly); images downscaled to a side / bytes; audio converted to wav

@@ -9,6 +9,7 @@ DEFAULT_TIMEOUT              300 s                a request's timeout (client, j
 DEFAULT_MAX_RETRIES          5                    transport retries after the first attempt
 DEFAULT_RETRY_BASE_DELAY     0.5 s                the first backoff (doubling, client/retry.py)
 DEFAULT_RETRY_MAX_DELAY      30 s                 the longest backoff
+DEFAULT_RATE_LIMIT_BUDGET    300 s                how long a 429 is retried past the count
 DEFAULT_MAX_RESPONSE_BYTES   4 MiB                a reply's decoded body (client/limits.py)
 DEFAULT_MAX_RECORD_BYTES     64 MiB               one dataset record (dataset/readers.py)
 DEFAULT_MAX_BYTES            64 MiB               one medium's bytes (media/sources.py)
@@ -24,6 +25,7 @@ DEFAULT_TIMEOUT = 300.0
 DEFAULT_MAX_RETRIES = 5
 DEFAULT_RETRY_BASE_DELAY = 0.5
 DEFAULT_RETRY_MAX_DELAY = 30.0
+DEFAULT_RATE_LIMIT_BUDGET = 300.0
 DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_RECORD_BYTES = 64 << 20
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024

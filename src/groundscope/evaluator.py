@@ -319,12 +319,14 @@ class MultiModalEvaluator:
 
             m, ctx = self.model, self._ctx
             assert m is not None
-            gate = ctx.gate("model", m.api_url, m.model_id, self.concurrency, rpm=m.rpm, tpm=m.tpm)
+            gate = ctx.gate("model", m.api_url, m.model_id, self.concurrency, rpm=m.rpm, tpm=m.tpm,
+                            max_pause=ctx.retry_max_delay)
             self._client = ChatClient(m.api_url, m.model_id, api_key=m.api_key, gate=gate,
                                       generation_config=m.generation_config, timeout=ctx.timeout,
                                       retry=RetryPolicy(max_retries=ctx.max_retries,
                                                         base_delay=ctx.retry_base_delay,
-                                                        max_delay=ctx.retry_max_delay),
+                                                        max_delay=ctx.retry_max_delay,
+                                                        rate_limit_budget=ctx.rate_limit_budget),
                                       concurrency=self.concurrency,
                                       max_response_bytes=ctx.max_response_bytes,
                                       wire=wire_api(m.eval_type))

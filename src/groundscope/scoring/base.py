@@ -18,6 +18,7 @@ from groundscope.client.gate import Gate, RateGate
 from groundscope.defaults import (
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_MAX_RETRIES,
+    DEFAULT_RATE_LIMIT_BUDGET,
     DEFAULT_RETRY_BASE_DELAY,
     DEFAULT_RETRY_MAX_DELAY,
     DEFAULT_TIMEOUT,
@@ -51,8 +52,9 @@ class ScoringContext:
     run's judge config; ``mock_url`` is the URL of the offline simulator that serves
     ``api_url: "mock"`` judges, handed over by whoever started it (the runner in
     ``eval_type=mock``, ``groundscope score``); ``timeout``, ``max_retries`` and the retry
-    delays (``retry_base_delay``, ``retry_max_delay``) apply to each judge request
-    (transport retries), as to the model's; ``max_response_bytes`` caps each judge reply's size;
+    delays (``retry_base_delay``, ``retry_max_delay``) and ``rate_limit_budget`` (how long a
+    429 is retried past the count) apply to each judge request (transport retries), as to
+    the model's; ``max_response_bytes`` caps each judge reply's size;
     ``judge_gate`` gives a judge endpoint's client its admission gate (default: its own);
     ``reply_cache`` makes a purpose's reply cache (default: a file in ``run_dir``).
     Resources a scorer opens (HTTP clients, cache files) are registered with
@@ -72,6 +74,7 @@ class ScoringContext:
     max_retries: int = DEFAULT_MAX_RETRIES
     retry_base_delay: float = DEFAULT_RETRY_BASE_DELAY
     retry_max_delay: float = DEFAULT_RETRY_MAX_DELAY
+    rate_limit_budget: float = DEFAULT_RATE_LIMIT_BUDGET
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     judge_clients: list[ChatClient] = field(default_factory=list)  # connected: the live view
     # the admission gate of a judge endpoint's client; None: the run's own (gate())
@@ -91,6 +94,7 @@ class ScoringContext:
                    judge_concurrency=cfg.judge_concurrency or cfg.eval_batch_size,
                    timeout=cfg.timeout, max_retries=cfg.max_retries,
                    retry_base_delay=cfg.retry_base_delay, retry_max_delay=cfg.retry_max_delay,
+                   rate_limit_budget=cfg.rate_limit_budget,
                    max_response_bytes=cfg.max_response_bytes)
 
     def on_close(self, fn: Callable[[], Awaitable[None]]) -> None:

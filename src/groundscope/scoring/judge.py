@@ -307,12 +307,14 @@ class JudgePanel:
             gate = self.ctx.judge_gate(model)
         else:
             gate = self.ctx.gate(f"judge:{model.model_id}", url, model.model_id,
-                                 self.ctx.judge_concurrency, rpm=model.rpm, tpm=model.tpm)
+                                 self.ctx.judge_concurrency, rpm=model.rpm, tpm=model.tpm,
+                                 max_pause=self.ctx.retry_max_delay)
         return ChatClient(url, model.model_id, api_key=model.api_key, gate=gate,
                           generation_config=model.generation_config, timeout=self.ctx.timeout,
                           retry=RetryPolicy(max_retries=self.ctx.max_retries,
                                             base_delay=self.ctx.retry_base_delay,
-                                            max_delay=self.ctx.retry_max_delay),
+                                            max_delay=self.ctx.retry_max_delay,
+                                            rate_limit_budget=self.ctx.rate_limit_budget),
                           concurrency=self.ctx.judge_concurrency,
                           max_response_bytes=self.ctx.max_response_bytes,
                           wire=wire_api(model.eval_type))
