@@ -160,7 +160,7 @@ async def test_unspecified_link_local_multicast_reserved_addresses_are_refused(
         reason_host: int) -> None:
     assert await _fetch(f"http://127.0.0.1:{reason_host}/tone.wav") == WAV  # loopback: allowed
     assert await _fetch(f"http://localhost:{reason_host}/tone.wav") == WAV
-    with pytest.raises(MediaFetchError, match=r"refused: 0\.0\.0\.0 is a unspecified address"):
+    with pytest.raises(MediaFetchError, match=r"refused: 0\.0\.0\.0 is an unspecified address"):
         await _fetch(f"http://0.0.0.0:{reason_host}/tone.wav")  # would reach loopback
 
 

@@ -243,7 +243,7 @@ def _refused_kind(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | No
         return None
     for kind in ("link_local", "multicast", "unspecified", "reserved"):
         if getattr(ip, f"is_{kind}"):
-            return kind.replace("_", "-")
+            return {"unspecified": "an unspecified"}.get(kind, "a " + kind.replace("_", "-"))
     return None
 
 
@@ -262,9 +262,9 @@ def refused_address(address: str) -> str | None:
             for form, v4 in embedded_ipv4(ip):
                 kind = _refused_kind(v4)
                 if kind is not None:
-                    return f"{ip} is the {form} form of {v4}, a {kind} address"
+                    return f"{ip} is the {form} form of {v4}, {kind} address"
     kind = _refused_kind(ip)
-    return None if kind is None else f"{ip} is a {kind} address"
+    return None if kind is None else f"{ip} is {kind} address"
 
 
 def check_host(host: str, shown: str) -> None:
