@@ -165,12 +165,12 @@ async def test_unspecified_link_local_multicast_reserved_addresses_are_refused(
 
 
 @pytest.mark.parametrize(("address", "why"), [
-    ("169.254.169.254", "link-local"), ("fe80::1", "link-local"),
-    ("::ffff:169.254.169.254", "link-local"), ("224.0.0.1", "multicast"),
-    ("ff02::1", "multicast"), ("0.0.0.0", "unspecified"), ("::", "unspecified"),
-    ("240.0.0.1", "reserved"), ("255.255.255.255", "reserved")])
+    ("169.254.169.254", "a link-local"), ("fe80::1", "a link-local"),
+    ("::ffff:169.254.169.254", "a link-local"), ("224.0.0.1", "a multicast"),
+    ("ff02::1", "a multicast"), ("0.0.0.0", "an unspecified"), ("::", "an unspecified"),
+    ("240.0.0.1", "a reserved"), ("255.255.255.255", "a reserved")])
 def test_refused_addresses(address: str, why: str) -> None:
-    assert refused_address(address) == f"{refused_address(address).split()[0]} is a {why} address"
+    assert refused_address(address) == f"{refused_address(address).split()[0]} is {why} address"
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1", "::1", "10.0.0.1", "192.168.1.2",
