@@ -1,0 +1,171 @@
+"""What the client learns of an endpoint's limits, pure (every call takes ``now``): the
+token bucket that paces requests and tokens (told ``rpm`` / ``tpm``, a limit a header
+names, or a rate learned), the in-flight limit (AIMD) and the request rate learned from
+hint-less 429s. The limiter that combines them with the endpoint's headers is
+``client/ratelimit.py`` (:class:`~groundscope.client.ratelimit.RateLimiter`)."""
+
+from __future__ import annotations
+
+import math
+
+
+class TokenBucket:
+    """``per_minute`` units a minute, refilled continuously, with a burst of ``burst_s``
+    seconds' worth (at least one unit). A cost larger than the burst is let through when
+    the bucket is full and leaves it in debt, so nothing waits forever; a cost over the
+    whole minute's limit is charged as the limit (:meth:`charge`)."""
+
+    def __init__(self, per_minute: float, burst_s: float = 1.0) -> None:
+        if not per_minute > 0 or not math.isfinite(per_minute):
+            raise ValueError("a rate limit must be a positive number per minute")
+        self.per_minute = per_minute
+        self.burst_s = burst_s
+        self.rate = per_minute / 60.0
+        self.capacity = max(self.rate * burst_s, 1.0)
+        self.level = self.capacity
+        self._stamp: float | None = None
+
+    def _refill(self, now: float) -> None:
+        if self._stamp is not None and now > self._stamp:
+            self.level = min(self.capacity, self.level + (now - self._stamp) * self.rate)
+        if self._stamp is None or now > self._stamp:
+            self._stamp = now
+
+    def charge(self, cost: float) -> float:
+        """What a request estimated at ``cost`` is charged: never more than a minute's limit."""
+        return min(max(cost, 0.0), self.per_minute)
+
+    def wait(self, cost: float, now: float) -> float:
+        """Seconds until a request of ``cost`` may go (0: now)."""
+        self._refill(now)
+        need = min(self.charge(cost), self.capacity)
+        wait = (need - self.level) / self.rate
+        return wait if wait > 1e-6 else 0.0  # float rounding: no microsecond spins
+
+    def take(self, cost: float, now: float) -> None:
+        self._refill(now)
+        self.level -= self.charge(cost)
+
+    def retune(self, per_minute: float) -> None:
+        """A new rate (at least one a minute); the level stays, within the new burst."""
+        self.per_minute = max(per_minute, 1.0)
+        self.rate = self.per_minute / 60.0
+        self.capacity = max(self.rate * self.burst_s, 1.0)
+        self.level = min(self.level, self.capacity)
+
+    def adjust(self, delta: float, now: float) -> None:
+        """Give back (``delta`` > 0) or charge more (< 0) once the real cost is known."""
+        self._refill(now)
+        self.level = min(self.capacity, self.level + delta)
+
+
+class LearnedRate:
+    """A request rate learned from hint-less 429s. The first of a request sent alone (an
+    in-flight limit cannot be the cause) opens a measurement; a 429 at
+    least :data:`MEASURE_S` later sets a request bucket at :data:`MARGIN` of the rate at
+    which requests sent since the first were answered (a refusing endpoint answers at its
+    limit; answers to requests sent before it are the burst it let through, not counted).
+    Each later 429 of a request sent after the last change cuts the rate by
+    :data:`DECREASE`; answers grow it by about :data:`GROWTH` a minute, so it probes back
+    up slowly.
+
+    >>> learned = LearnedRate()
+    >>> learned.rate_limited(now=0.0, seq=0, admitted=1)
+    >>> learned.succeeded(seq=0)  # sent before the measurement: not counted
+    >>> for seq in range(1, 9):
+    ...     learned.succeeded(seq)
+    >>> learned.rate_limited(now=4.0, seq=12, admitted=13)
+    >>> round(learned.bucket.per_minute)  # 8 answers in 4 s: 120 a minute, less 10%
+    108
+    """
+
+    MEASURE_S = 2.0
+    MEASURE_PAUSE_S = 0.5
+    MARGIN = 0.9
+    DECREASE = 0.9
+    GROWTH = 0.1
+
+    def __init__(self) -> None:
+        self.bucket: TokenBucket | None = None
+        self.since: float | None = None  # when the measurement began
+        self.answered = 0  # answers since then, to requests sent since then
+        self.first_seq = 0  # the first request sent since then
+        self.changed_at = 0  # requests admitted when the rate last changed
+
+    def rate_limited(self, now: float, seq: int, admitted: int) -> None:
+        """A hint-less 429 of the request admitted ``seq``-th, ``admitted`` so far."""
+        if self.bucket is None:
+            if self.since is None:
+                self.since, self.answered, self.first_seq = now, 0, admitted
+            elif now - self.since >= self.MEASURE_S and self.answered >= 2:
+                rate = self.answered / (now - self.since) * 60.0
+                self.bucket = TokenBucket(rate * self.MARGIN)
+                self.bucket.level = 0.0  # the measurement spent what the endpoint had
+                self.changed_at = admitted
+        elif seq >= self.changed_at:
+            self.bucket.retune(self.bucket.per_minute * self.DECREASE)
+            self.changed_at = admitted
+
+    @property
+    def measuring(self) -> bool:
+        """Between the first hint-less 429 and the rate: each 429 pauses the endpoint for
+        :data:`MEASURE_PAUSE_S` meanwhile (a 429 comes at once: without it the waiting
+        requests would meet the endpoint back to back)."""
+        return self.since is not None and self.bucket is None
+
+    def succeeded(self, seq: int) -> None:
+        """An answer to the request admitted ``seq``-th."""
+        if self.bucket is not None:  # +GROWTH a minute at the rate's own pace
+            per_minute = self.bucket.per_minute
+            self.bucket.retune(per_minute * (1.0 + self.GROWTH / per_minute))
+        elif self.since is not None and seq >= self.first_seq:
+            self.answered += 1
+
+
+class AdaptiveLimit:
+    """The in-flight limit (AIMD): times :data:`DECREASE` on a 429 (not below 1), +1 after
+    ``limit`` successes, never above ``ceiling``. 429s of requests sent before the last
+    decrease do not lower it again (one burst of 429s is one signal).
+
+    A 429 with no hint of when to retry (no ``Retry-After``, no exhausted
+    ``x-ratelimit-*``) reads as a concurrency limit: a request refused with ``k`` in flight
+    caps the limit at ``k - 1`` and marks ``k`` as too many, and growing back to that mark
+    takes :data:`PROBE` times as many successes, so a steady endpoint is probed rarely.
+    A success with as many in flight clears the mark.
+    """
+
+    PROBE = 16
+    DECREASE = 0.7  # as TCP CUBIC's: a gentler cut than halving, for less lost throughput
+
+    def __init__(self, ceiling: int) -> None:
+        if ceiling < 1:
+            raise ValueError("concurrency must be >= 1")
+        self.ceiling = self.limit = self.lowest = ceiling
+        self.epoch = 0
+        self.too_many: int | None = None
+        self._credit = 0.0
+
+    def rate_limited(self, epoch: int, in_flight: int | None = None) -> None:
+        """A 429 on a request sent at ``epoch``; ``in_flight``: it went with that many in
+        flight and the reply gave no retry hint (a concurrency limit)."""
+        limit = self.limit
+        if epoch >= self.epoch:
+            limit = int(limit * self.DECREASE)
+            self.epoch += 1
+        if in_flight is not None:
+            limit = min(limit, in_flight - 1)
+            self.too_many = min(self.too_many or in_flight, in_flight)
+        self.limit = max(1, limit)
+        self.lowest = min(self.lowest, self.limit)
+        self._credit = 0.0
+
+    def succeeded(self, in_flight: int = 0) -> None:
+        if self.too_many is not None and in_flight >= self.too_many:
+            self.too_many = None
+        if self.limit >= self.ceiling:
+            return
+        probing = self.too_many is not None and self.limit + 1 >= self.too_many
+        self._credit += 1.0 / (self.limit * (self.PROBE if probing else 1))
+        if self._credit >= 1.0 - 1e-9:  # 7 x (1 / 7) is 0.9999999999999998
+            self._credit = 0.0
+            self.limit += 1
