@@ -38,7 +38,6 @@ from groundscope.rescore import load_run_config, rebuild_report
 from groundscope.resume import config_changes
 from groundscope.rows import Kind, read_rows
 from groundscope.rundir import MERGING_FILE, check_not_merging, read_run_config
-from groundscope.runner import nothing_evaluated
 from groundscope.sharding import parse_shard
 from groundscope.store import MEDIA_ROOTS_KEY, RunStore, latest_rows, subset_file_name
 from groundscope.summary import EndpointLimits, read_rate_limits, write_rate_limits
@@ -85,7 +84,7 @@ def merge_runs(run_dirs: Sequence[str | Path], work_dir: str | Path = "./outputs
     except BaseException:
         shutil.rmtree(out, ignore_errors=True)  # a failed merge leaves no half run behind
         raise
-    empty = nothing_evaluated(report)
+    empty = report.nothing_evaluated()
     if empty:
         raise NothingEvaluated(empty, report)
     return report

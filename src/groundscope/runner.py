@@ -211,7 +211,7 @@ class Runner:
         if self._stop_reason:
             logs.close()
             raise ErrorBudgetExceeded(self._stop_reason)
-        empty = nothing_evaluated(report, shard=cfg.shard is not None)
+        empty = report.nothing_evaluated(shard=cfg.shard is not None)
         if empty:
             raise NothingEvaluated(empty, report)
         return report
@@ -516,14 +516,3 @@ def _deal_key(dataset: str, subset: str, loaded: Sample | RecordError
         return (dataset, subset, loaded.line), None
     group = loaded.metadata.get("group")
     return (dataset, subset, loaded.origin.line), None if group is None else str(group)
-
-
-def nothing_evaluated(report: Report, *, shard: bool = False) -> str:
-    """One line naming each dataset of a finished run with no answered sample, and why;
-    empty when every dataset has one. A ``shard`` that asked nothing of a dataset (no
-    record, or only bad ones, dealt to it) is not at fault: ``groundscope merge`` judges the
-    whole run."""
-    skipped = Path(report.run_dir) / "skipped.jsonl"
-    return "; ".join(f"{rep.dataset}: nothing was evaluated: {why}" for rep in report.datasets
-                     if not (shard and rep.summary.requested == 0)
-                     and (why := rep.summary.why_nothing(skipped)))

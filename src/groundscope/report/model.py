@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -105,6 +106,15 @@ class Report(Mapping[str, DatasetReport]):
     def dataset(self, name: str) -> DatasetReport:
         """The report of dataset ``name`` (``report[name]``)."""
         return self[name]
+
+    def nothing_evaluated(self, *, shard: bool = False) -> str:
+        """One line naming each dataset with no answered sample, and why; empty when every
+        dataset has one. A ``shard`` that asked nothing of a dataset (no record, or only bad
+        ones, dealt to it) is not at fault: ``groundscope merge`` judges the whole run."""
+        skipped = Path(self.run_dir) / "skipped.jsonl"
+        return "; ".join(f"{rep.dataset}: nothing was evaluated: {why}" for rep in self.datasets
+                         if not (shard and rep.summary.requested == 0)
+                         and (why := rep.summary.why_nothing(skipped)))
 
     def table(self) -> str:
         from groundscope.report.table import render_table
