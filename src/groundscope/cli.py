@@ -157,7 +157,7 @@ def _cmd_simulate(ns: argparse.Namespace) -> int:
 
     from groundscope.config import SimulatorArgs, format_validation_error, load_config
     from groundscope.errors import ConfigError, RecordError
-    from groundscope.runner import iter_samples, plan_dataset
+    from groundscope.plan import iter_samples, plan_dataset
     from groundscope.simulator import Oracle, serve_forever, sim_responders
 
     try:

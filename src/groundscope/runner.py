@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import dataclasses
 import logging
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -29,20 +28,13 @@ from groundscope import logs
 from groundscope.client.mediaprep import prefetch
 from groundscope.config import TaskConfig
 from groundscope.dataset.answers import log_answers, note_join, open_answers
-from groundscope.errors import (
-    ErrorBudgetExceeded,
-    NothingEvaluated,
-    RecordError,
-    StoreError,
-    one_error,
-)
+from groundscope.errors import ErrorBudgetExceeded, NothingEvaluated, RecordError, one_error
+from groundscope.feed import ItemFeed
 from groundscope.live import LiveView
 from groundscope.memory import TRIM_EVERY, release_free_memory
 from groundscope.pipeline import (
-    NOTHING_SAVED,
     Hooks,
     Predicted,
-    Saved,
     Scored,
     evaluate_sample,
     finish_groups,
@@ -57,7 +49,6 @@ from groundscope.plan import (
     planned_records,
     run_media_roots,
 )
-from groundscope.planid import PlanRecorder
 from groundscope.progress import Expected, Progress
 from groundscope.redaction import Redactor
 from groundscope.report.build import build_dataset_report, write_page
@@ -70,7 +61,7 @@ from groundscope.scoring.judge import mock_judged
 from groundscope.sharding import Dealer
 from groundscope.sidework import SideWork
 from groundscope.store import MEDIA_ROOTS_KEY, RunStore, check_subset_files
-from groundscope.summary import EndpointLimits, write_rate_limits
+from groundscope.summary import record_rate_limits
 from groundscope.types import PredictionStatus, Sample
 from groundscope.usage import MODEL_STEP
 
@@ -116,13 +107,12 @@ class Runner:
             1.0 if cfg.ignore_errors else 0.0)
         self._done = 0
         self._errored = 0
-        self._first_skipped: dict[str, str] = {}  # dataset -> its first bad record's problem
         self._stop_reason: str | None = None
         self._side = SideWork([run.scorers for run in self.datasets])
         self._live = LiveView(self.datasets, self.scoring, cfg.pricing)
         self._progress = Progress(self.progress, self._live.status)
         self._redactor = Redactor(cfg.secrets())  # log lines and error texts saved in outputs
-        self._missing: dict[str, list[str]] = {}  # dataset -> ids the answers file lacks
+        self._feed = ItemFeed(cfg, self.datasets, self.store, self._side, self._answers)
 
     def _check_records(self) -> None:
         """Read every record with ``strict`` (the first bad one raises), under this run's
@@ -144,7 +134,7 @@ class Runner:
         """One line per dataset with bad records skipped: how many and the first one's
         ``file:line: field: problem`` (the CLI says them after the table)."""
         return [f"{run.name}: {n} bad record{'s' * (n > 1)} skipped, not evaluated; the first: "
-                f"{self._first_skipped.get(run.name, '?')} (all in {self.run_dir / 'skipped.jsonl'})"
+                f"{self._feed.first_skipped.get(run.name, '?')} (all in {self.run_dir / 'skipped.jsonl'})"
                 for run in self.datasets if (n := run.summary.skipped)]
 
     @property
@@ -182,8 +172,14 @@ class Runner:
                 api_url = cfg.api_url
                 stack.push_async_callback(self.scoring.aclose)
                 if cfg.eval_type == "mock":
-                    api_url = await self._start_simulator(stack)
-                    self.scoring.mock_url = api_url
+                    from groundscope.simulator import start_run_simulator
+
+                    samples = (s for run in self.datasets
+                               for _, s in iter_samples(cfg, run, strict=False)
+                               if not isinstance(s, RecordError))
+                    server = await start_run_simulator(cfg.simulator, samples)
+                    stack.push_async_callback(server.astop)
+                    api_url = self.scoring.mock_url = server.base_url
                 elif cfg.eval_type == "answers" and mock_judged(cfg.judge):  # judges only
                     from groundscope.simulator import start_judge_simulator
 
@@ -197,7 +193,7 @@ class Runner:
                 for run in self.datasets:  # the groups, once every member is scored
                     await finish_groups(self.store, run)
             if self._answers is not None:
-                note_join(self._answers, self.datasets, self._missing)
+                note_join(self._answers, self.datasets, self._feed.missing)
             for run in self.datasets:
                 if run.summary.changed:
                     log.warning("%s: %d samples changed since the cached run (request or "
@@ -206,7 +202,9 @@ class Runner:
             self._progress.close()
             self.store.close()
             self._side.close()
-            self._rate_limits()
+            record_rate_limits(self.run_dir, {name: gate.stats.to_json() for name, gate
+                                              in self.scoring.gates.items()},
+                               (run.summary for run in self.datasets))
         report = self._build_report()
         if self._stop_reason:
             logs.close()
@@ -253,96 +251,9 @@ class Runner:
         driver = RayDriver(self.cfg, self, self.scoring, api_url=api_url, mock_url=self.scoring.mock_url,
                            roots=self._roots)
         self._side.first_wave_out()  # the requests go out from the workers, not from here
-        await driver.run(self._items(), self._saved)
+        await driver.run(self._feed.items(self._progress.expected), self._feed.saved)
         if driver.requeued:
             log.warning("Ray: %d samples of dead workers were sent to the others", driver.requeued)
-
-    async def _start_simulator(self, stack: AsyncExitStack) -> str:
-        from groundscope.simulator import Oracle, SimBehaviour, SimulatorServer, sim_responders
-
-        samples = (s for run in self.datasets
-                   for _, s in iter_samples(self.cfg, run, strict=False)
-                   if not isinstance(s, RecordError))
-        oracle = Oracle.from_samples(samples)
-        sim = self.cfg.simulator
-        server = SimulatorServer(oracle, SimBehaviour(accuracy=sim.accuracy,
-                                                      latency_ms=sim.latency_ms, seed=sim.seed,
-                                                      rpm=sim.rpm, tpm=sim.tpm,
-                                                      max_in_flight=sim.max_in_flight),
-                                 responders=sim_responders(sim))
-        url = await server.astart()
-        stack.push_async_callback(server.astop)
-        log.info("offline model simulator listening on %s (accuracy %.2f)", url, sim.accuracy)
-        return url
-
-    # ------------------------------------------------------------------ the stream
-
-    def _items(self) -> Iterator[Item]:
-        """The work items; the progress total is corrected as this shard's records are read
-        (``Expected``) and exact once the stream ends."""
-        dealer = Dealer.of(self.cfg.shard)  # a shard reads every record, asks its own
-        expected = self._progress.expected
-        plan = PlanRecorder(self.run_dir) if dealer else None  # what merge checks shards by
-        try:
-            yield from self._dealt(dealer, plan)
-            if plan:
-                plan.finish()
-        finally:
-            if plan:
-                plan.close()
-        expected.finish()
-
-    def _dealt(self, dealer: Dealer | None, plan: PlanRecorder | None) -> Iterator[Item]:
-        expected = self._progress.expected
-        for run in self.datasets:
-            seen: dict[str, str] = {}  # ids are unique per subset (its outputs are its own)
-            current = origin = None
-            for subset, loaded in iter_samples(self.cfg, run, strict=self.cfg.strict):
-                if subset != current:
-                    current, seen = subset, {}
-                if plan:
-                    plan.add(run.name, subset, loaded)
-                mine = dealer is None or dealer.owns(*_deal_key(run.name, subset, loaded))
-                if isinstance(loaded, RecordError):
-                    if mine:
-                        expected.bad()
-                        self._skip(run, subset, str(loaded))
-                    continue
-                if mine:
-                    self._side.loaded(loaded)
-                new_record, origin = loaded.origin != origin, loaded.origin
-                first = seen.setdefault(loaded.id, str(loaded.origin))
-                if mine:
-                    expected.sample(new_record=new_record, kept=first == str(loaded.origin))
-                if first != str(loaded.origin):
-                    if mine:
-                        self._skip(run, subset, f"{loaded.origin}: id: duplicate sample id "
-                                                f"{loaded.id!r} (first at {first})")
-                    continue
-                if not mine:
-                    continue
-                for repeat in range(self.cfg.repeats):
-                    sample = loaded
-                    if self._answers is not None:
-                        if self._answers.lookup(loaded, repeat) is None:
-                            self._unanswered(run, subset, loaded, repeat)
-                            continue
-                        if labels := self._answers.labels_of(loaded, repeat):  # the file's labels
-                            sample = dataclasses.replace(loaded, metadata={**loaded.metadata, **labels})
-                    yield Item(run, subset, sample, repeat)
-
-    def _unanswered(self, run: DatasetRun, subset: str, sample: Sample, repeat: int) -> None:
-        """A sample the answers file has no answer for: skipped, counted, named at the end."""
-        run.summary.skipped += 1
-        self._missing.setdefault(run.name, []).append(sample.id + (f"#r{repeat}" if repeat else ""))
-        self.store.append_skipped(run.name, subset, f"{sample.origin}: id: {sample.id!r} has no "
-                                                    f"answer in {self.cfg.answers}")
-
-    def _skip(self, run: DatasetRun, subset: str, problem: str) -> None:
-        run.summary.skipped += 1
-        self._first_skipped.setdefault(run.name, problem)
-        self.store.append_skipped(run.name, subset, problem)
-        log.warning("skipped bad record: %s", problem)
 
     async def _evaluate(self, client: ChatClient) -> None:
         """Feed items to tasks. Two stages with their own bounds: model requests
@@ -363,7 +274,7 @@ class Runner:
         self._progress.expected = Expected(shard.share(records) if shard else records,
                                            self.cfg.repeats)
         self._progress.open()
-        items = self._items()
+        items = self._feed.items(self._progress.expected)
         try:
             async with asyncio.TaskGroup() as tg:
                 while not self._stop_reason:
@@ -397,7 +308,7 @@ class Runner:
     async def _process(self, client: ChatClient, item: Item, ahead: asyncio.Semaphore) -> None:
         hooks = Hooks(self._model_slot(ahead), self._score_slots,
                       partial(self.on_prediction, item), partial(self.on_score, item))
-        saved = self._saved(item)
+        saved = self._feed.saved(item)
         if saved.prediction is None and self.cfg.eval_type != "answers":  # media converted while it waits
             prefetch(item.sample.messages)
         await evaluate_sample(item.sample, item.repeat, item.run.scorers, client=client,
@@ -436,22 +347,6 @@ class Runner:
         finally:
             self._model_slots.release()
 
-    def _saved(self, item: Item) -> Saved:
-        """What the resumed run directory holds for the item (nothing without --use-cache)."""
-        run = item.run
-        if not self.cfg.use_cache:
-            return NOTHING_SAVED
-        if item.subset not in run.cache:
-            run.cache[item.subset] = self.store.load_predictions(run.name, item.subset)
-            run.review_cache[item.subset] = self.store.load_reviews(run.name, item.subset)
-        key = (item.sample.id, item.repeat)
-        row = run.cache[item.subset].get(key)
-        if row is None:
-            return NOTHING_SAVED
-        reviews = run.review_cache[item.subset]
-        return Saved(row, {s.name: reviews[(*key, s.name)] for s in run.scorers
-                           if (*key, s.name) in reviews})
-
     # ------------------------------------------------------------------ accounting
 
     def _count(self, run: DatasetRun, p: Predicted) -> None:
@@ -477,24 +372,6 @@ class Runner:
             self._stop_reason = (f"run stopped early: {why}. Finished work is kept in "
                                  f"{self.run_dir}; resume with --use-cache {self.run_dir}")
 
-    def _rate_limits(self) -> None:
-        """Each endpoint's 429s, retries, lowest in-flight limit and pauses, over the whole
-        run, into every dataset's summary (``summary.rate_limits``) and the run directory
-        (for ``score`` / ``report``); logged when throttled."""
-        figures = {name: EndpointLimits(**gate.stats.to_json())
-                   for name, gate in self.scoring.gates.items()}
-        for run in self.datasets:
-            run.summary.rate_limits = figures
-        try:
-            write_rate_limits(self.run_dir, figures)
-        except StoreError as exc:  # the reports still carry them
-            log.warning("%s", exc)
-        for name, f in figures.items():
-            if f.rate_limited or f.paused_s:
-                log.warning("%s: %d answers 429 (rate limited), %d retries, in-flight limit down "
-                            "to %d, paused %.1fs", name, f.rate_limited, f.retries,
-                            f.lowest_limit, f.paused_s)
-
     def _build_report(self) -> Report:
         cfg = self.cfg
         out = []
@@ -507,12 +384,3 @@ class Runner:
             log.info("HTML report: %s", page)
         return Report(run_dir=str(self.run_dir), model=cfg.model_name, datasets=out)
 
-
-def _deal_key(dataset: str, subset: str, loaded: Sample | RecordError
-              ) -> tuple[tuple[str, str, int], str | None]:
-    """What ``sharding.Dealer.owns`` deals by: the record (its line in the subset's file)
-    and its consistency group (``group`` in the sample's metadata, if any)."""
-    if isinstance(loaded, RecordError):
-        return (dataset, subset, loaded.line), None
-    group = loaded.metadata.get("group")
-    return (dataset, subset, loaded.origin.line), None if group is None else str(group)

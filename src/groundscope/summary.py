@@ -11,7 +11,9 @@ file is read as untrusted (regular file, 1 MiB, validated): a bad one is ignored
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -20,7 +22,8 @@ from groundscope.errors import StoreError
 from groundscope.fileio import atomic_write, read_regular
 from groundscope.usage import UsageSummary
 
-__all__ = ["EndpointLimits", "Summary", "read_rate_limits", "write_rate_limits"]
+__all__ = ["EndpointLimits", "Summary", "read_rate_limits", "record_rate_limits",
+           "write_rate_limits"]
 
 RATE_LIMITS_FILE = "rate_limits.json"
 _COUNT = 10**12
@@ -93,6 +96,25 @@ def write_rate_limits(run_dir: Path, figures: dict[str, EndpointLimits]) -> None
     """``<run_dir>/rate_limits.json`` (atomic)."""
     data = {name: f.model_dump() for name, f in figures.items()}
     atomic_write(run_dir / RATE_LIMITS_FILE, orjson.dumps(data, option=orjson.OPT_INDENT_2))
+
+
+def record_rate_limits(run_dir: Path, stats: Mapping[str, Mapping[str, Any]],
+                       summaries: Iterable[Summary]) -> None:
+    """A run's rate-limit figures at its end (``stats``: each endpoint gate's counts) into
+    every dataset's summary and the run directory (for ``score`` / ``report``); a throttled
+    endpoint is logged."""
+    figures = {name: EndpointLimits(**counts) for name, counts in stats.items()}
+    for summary in summaries:
+        summary.rate_limits = figures
+    try:
+        write_rate_limits(run_dir, figures)
+    except StoreError as exc:  # the reports still carry them
+        log.warning("%s", exc)
+    for name, f in figures.items():
+        if f.rate_limited or f.paused_s:
+            log.warning("%s: %d answers 429 (rate limited), %d retries, in-flight limit down "
+                        "to %d, paused %.1fs", name, f.rate_limited, f.retries,
+                        f.lowest_limit, f.paused_s)
 
 
 def read_rate_limits(run_dir: Path) -> dict[str, EndpointLimits]:

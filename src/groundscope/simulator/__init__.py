@@ -13,12 +13,13 @@ A scorer gets the URL of a simulator serving ``api_url: "mock"`` judges through
 
 from groundscope.simulator.grounding import GroundingResponder, GroundTruth, sim_responders
 from groundscope.simulator.judge import JudgeResponder
+from groundscope.simulator.launch import serve_forever, start_judge_simulator, start_run_simulator
 from groundscope.simulator.oracle import Oracle, OracleEntry, SimBehaviour
-from groundscope.simulator.server import SimulatorServer, serve_forever, start_judge_simulator
+from groundscope.simulator.server import SimulatorServer
 from groundscope.simulator.wire import Responder, SimReply, SimRequest
 
 __all__ = [
     "GroundTruth", "GroundingResponder", "JudgeResponder", "Oracle", "OracleEntry", "Responder",
     "SimBehaviour", "SimReply", "SimRequest", "SimulatorServer", "serve_forever",
-    "sim_responders", "start_judge_simulator",
+    "sim_responders", "start_judge_simulator", "start_run_simulator",
 ]

@@ -22,15 +22,13 @@ no record holds base64 payloads (only their hashes) or a credential header.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import hashlib
-import logging
 import socket
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -47,7 +45,6 @@ from groundscope.simulator.faults import (
 )
 from groundscope.simulator.gateway import check_model, gateway_middleware, model_list
 from groundscope.simulator.generation import fit
-from groundscope.simulator.grounding import sim_responders
 from groundscope.simulator.limits import ProviderLimits, reserved
 from groundscope.simulator.oracle import (
     DISTRACTOR,
@@ -73,13 +70,12 @@ from groundscope.simulator.wire import (
 from groundscope.types import Sample
 
 if TYPE_CHECKING:
-    from groundscope.config import SimulatorArgs
+    pass
 
 __all__ = [
     "DISTRACTOR", "GENERIC_ANSWER", "BadRequest", "Oracle", "OracleEntry", "Responder",
     "SimBehaviour", "SimReply", "SimRequest", "SimulatorServer", "bytes_id", "check_params",
-    "oracle_key", "oracle_responder", "parse_messages", "sample_media_id", "serve_forever",
-    "start_judge_simulator",
+    "oracle_key", "oracle_responder", "parse_messages", "sample_media_id",
 ]
 
 _HIDDEN_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key", "x-api-key"})
@@ -398,45 +394,3 @@ class SimulatorServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-
-def serve_forever(
-    host: str,
-    port: int,
-    samples: Iterable[Sample] | Oracle,
-    behaviour: SimBehaviour | None = None,
-    *,
-    responders: Sequence[Responder] = (),
-    on_ready: Callable[[str], object] | None = None,
-) -> None:
-    """Run the simulator in the foreground until interrupted (``groundscope simulate``).
-
-    ``responders`` go before the oracle (e.g. the judge mode); ``on_ready(base_url)`` is
-    called once it listens (default: print the URL).
-    """
-
-    async def main() -> None:
-        # A standalone server keeps only the latest requests for /_sim/requests: a long
-        # benchmark must not hold (and garbage-collect) every request it ever served.
-        server = SimulatorServer(samples, behaviour, responders=responders, host=host, port=port,
-                                 record_limit=1000)
-        url = await server.astart()
-        (on_ready or (lambda u: print(f"groundscope simulator listening on {u}", flush=True)))(url)
-        try:
-            await asyncio.Event().wait()
-        finally:
-            await server.astop()
-
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(main())
-
-
-async def start_judge_simulator(settings: SimulatorArgs | None) -> SimulatorServer:
-    """A judge-only simulator, started in the running loop, for ``api_url: "mock"`` judges
-    when no run simulator serves them (``groundscope score``): the judge and grounding
-    responders of ``settings`` (judge noise, seed, ground-truth file) before an empty oracle.
-    The caller hands ``server.base_url`` to ``ScoringContext.mock_url`` and stops it with
-    ``astop()``."""
-    server = SimulatorServer(responders=sim_responders(settings))
-    url = await server.astart()
-    logging.getLogger("groundscope").info("judge api_url 'mock': offline judge simulator on %s", url)
-    return server
