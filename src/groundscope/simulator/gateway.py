@@ -5,8 +5,10 @@ The simulator's limits (``limits.py``) answer as OpenAI does; a response middlew
 the headers of every reply in the style of a gateway seen in the field:
 
 ``openai``      as the provider sends them (the default);
-``litellm``     LiteLLM's proxy: the provider's ``retry-after*`` and ``x-ratelimit-*`` only under
-                the ``llm_provider-`` prefix;
+``litellm``     LiteLLM's proxy (1.108.7, its ``get_response_headers``): every provider header
+                under the ``llm_provider-`` prefix, and of the rate headers only
+                ``x-ratelimit-{limit,remaining}-{requests,tokens}`` also as they are (so a
+                reset and a ``retry-after`` come only prefixed);
 ``limit_only``  ``x-ratelimit-limit-*`` and ``-remaining-*`` without a reset or a retry hint;
 ``on_429``      rate headers on 429s only, each saying ``x-ratelimit-remaining-requests: 0``
                 (successful replies carry none: many gateways' own limiters);
@@ -70,11 +72,12 @@ def restyle(style: str, headers: Mapping[str, str], status: int) -> dict[str, st
         return {**rate, "x-ratelimit-remaining-requests": "0"} if status == 429 else {}
     if style == "openai" or not rate:
         return None
+    counts = {k: v for k, v in rate.items()
+              if k.lower().startswith(("x-ratelimit-limit-", "x-ratelimit-remaining-"))}
     if style == "litellm":
-        return {PREFIX + k.lower(): v for k, v in rate.items()}
+        return {**{PREFIX + k.lower(): v for k, v in rate.items()}, **counts}
     if style == "limit_only":
-        return {k: v for k, v in rate.items()
-                if k.lower().startswith(("x-ratelimit-limit-", "x-ratelimit-remaining-"))}
+        return counts
     return {}  # hintless
 
 
