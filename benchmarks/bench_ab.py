@@ -42,6 +42,7 @@ def export_src(commit: str, dest: Path) -> Path:
     """``commit``'s ``src/`` under ``dest`` (``git archive``, nothing else of the repo)."""
     archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", commit, "src"],
                              capture_output=True, check=True).stdout
+    dest.mkdir(parents=True, exist_ok=True)
     tar = dest / "src.tar"
     tar.write_bytes(archive)
     with tarfile.open(tar) as t:
