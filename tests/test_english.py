@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from groundscope.scoring import english as E
 
 Tokenize = Callable[[str], list[str]]
@@ -147,3 +149,34 @@ def test_matches_nltk_word_tokenize_with_punkt_tab_installed(tmp_path: Path) -> 
     # the model changes some results, so this compared more than the no-model case did
     default = _word_tokenize(E.punkt_parameters())
     assert sum(ours != default(text) for text, ours in zip(CORPUS, out["ours"], strict=True)) >= 5
+
+
+_BUILD_THEN_REPORT = """
+import sys, threading
+from groundscope.scoring.english import english
+words = english().tokenize("It is Mr. Smith's dog, isn't it? Yes.")
+loaded = sorted(m for m in ("scipy", "sklearn") if m in sys.modules)
+import scipy.stats  # refused only during the tokenizer's own import of nltk
+from nltk.metrics import association
+print(words, loaded, association.fisher_exact is scipy.stats.fisher_exact)
+"""
+
+
+def test_building_the_tokenizer_does_not_import_nltks_scipy_extras() -> None:
+    """Where scipy is installed, ``import nltk`` pulls scipy.stats in (0.6 s of CPU, 65 MB of
+    RSS); the tokenizer needs none of it. scipy is refused only to that first import."""
+    pytest.importorskip("scipy", reason="scipy is not installed: nothing to keep out")
+    out = subprocess.run([sys.executable, "-c", _BUILD_THEN_REPORT], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    words = ['It', 'is', 'Mr.', 'Smith', "'s", 'dog', ',', 'is', "n't", 'it', '?', 'Yes', '.']
+    # the tokens are NLTK's; no scipy or sklearn came in; nltk carried on without them
+    assert out == f"{words} [] False"
+
+
+def test_nltk_imported_first_keeps_its_extras() -> None:
+    """A program that imports nltk before groundscope gets nltk whole: nothing is refused."""
+    pytest.importorskip("scipy", reason="scipy is not installed")
+    code = "import nltk\n" + _BUILD_THEN_REPORT
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out.endswith("['scipy'] True") or out.endswith("['scipy', 'sklearn'] True"), out

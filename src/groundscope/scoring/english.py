@@ -38,6 +38,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from groundscope.scoring.nltkload import import_nltk
+
 if TYPE_CHECKING:
     from nltk.tokenize.punkt import PunktParameters
 
@@ -189,6 +191,7 @@ def unwrapped(pattern: Any) -> Any:
 
 def find_punkt_tab() -> Any | None:
     """nltk's pointer to the English ``punkt_tab`` model, or None when it finds none."""
+    import_nltk()
     import nltk
 
     try:
@@ -200,6 +203,7 @@ def find_punkt_tab() -> Any | None:
 def punkt_parameters() -> PunktParameters:
     """English ``PunktParameters``: NLTK's trained model when ``punkt_tab`` is installed
     (exactly what EvalScope uses), else ours: abbreviations and sentence starters only."""
+    import_nltk()
     from nltk.tokenize.punkt import PunktParameters, load_punkt_params
 
     found = find_punkt_tab()
@@ -222,6 +226,7 @@ class EnglishTokenizer:
     skipping steps that cannot match. Building it imports nltk (~0.3 s of CPU)."""
 
     def __init__(self, params: PunktParameters | None = None) -> None:
+        import_nltk()
         from nltk.tokenize import NLTKWordTokenizer as Word
         from nltk.tokenize.punkt import PunktLanguageVars, PunktSentenceTokenizer
 
