@@ -120,3 +120,48 @@ def test_the_remaining_requests_told_are_spent_one_by_one_and_expire_at_their_re
     assert limiter.wait(1, 1.5) is None  # believed until its reset (3 s), not 1 s
     assert limiter.wait(1, 3.5) == 0  # the count expired at its reset
     del second
+
+
+def test_a_retuned_bucket_paces_at_its_new_rate_with_its_new_burst() -> None:
+    """``retune`` (a limit a header names, a learned rate) sets rate and burst as the
+    constructor does: 120 a minute with a 2 s burst is 4 at once, then one every 0.5 s."""
+    from groundscope.client.adaptive import TokenBucket
+
+    bucket = TokenBucket(600, burst_s=2.0)
+    bucket.retune(120)
+    bucket.level = bucket.capacity  # full at the new burst
+    for _ in range(4):
+        assert bucket.wait(1, 0.0) == 0
+        bucket.take(1, 0.0)
+    assert bucket.wait(1, 0.0) == pytest.approx(0.5)
+    assert bucket.wait(1, 0.25) == pytest.approx(0.25)
+    bucket.retune(0.5)  # below one a minute: one a minute, a burst of one
+    assert (bucket.per_minute, bucket.capacity) == (1.0, 1.0)
+    bucket.level = 0.0
+    assert bucket.wait(1, 0.25) == pytest.approx(60.0)
+
+
+def test_a_learned_rate_is_the_measured_answer_rate_then_cut_and_grown_exactly() -> None:
+    """LearnedRate's arithmetic, step by step on a hand clock (each figure is one the
+    README and the rate-limit benchmark rely on)."""
+    from groundscope.client.adaptive import LearnedRate
+
+    learned = LearnedRate()
+    learned.rate_limited(now=10.0, seq=5, admitted=6)  # the first: a measurement opens
+    assert learned.measuring and learned.bucket is None
+    learned.succeeded(seq=5)  # sent before it (the refused one too): the burst, not counted
+    learned.succeeded(seq=6)  # the first sent since: counted
+    learned.succeeded(seq=7)
+    learned.rate_limited(now=11.0, seq=8, admitted=9)  # 1 s in: too early to tell
+    assert learned.bucket is None
+    learned.rate_limited(now=12.0, seq=9, admitted=10)  # exactly MEASURE_S later, 2 answers
+    bucket = learned.bucket
+    assert bucket is not None and not learned.measuring
+    assert bucket.per_minute == pytest.approx(2 / 2.0 * 60 * 0.9)  # 60 a minute, less 10%
+    assert bucket.level == 0.0  # the measurement spent what the endpoint had
+    learned.rate_limited(now=12.5, seq=9, admitted=11)  # sent before the change: no cut
+    assert bucket.per_minute == pytest.approx(54.0)
+    learned.rate_limited(now=13.0, seq=10, admitted=11)  # the first sent since: cut by 10%
+    assert bucket.per_minute == pytest.approx(54.0 * 0.9)
+    learned.succeeded(seq=11)  # an answer: + GROWTH (a minute's answers: + GROWTH x rate)
+    assert bucket.per_minute == pytest.approx(54.0 * 0.9 + 0.1)
