@@ -103,3 +103,38 @@ def test_the_reply_contract_is_lax_where_the_api_is() -> None:
     c = parse_completion(lax)
     assert (c.text, c.reasoning, c.finish_reason, c.model) == ("ab", None, None, "")
     assert (c.usage.prompt_tokens, c.usage.completion_tokens, c.usage.total_tokens) == (3, 0, 3)
+
+
+SLASHED = "ak/Zq81rT5vLw0XbN3yHc7uPe2d/x+y"  # a key with the characters escapes treat apart
+
+
+def _every_char(key: str, escape: str) -> str:
+    return "".join(escape.format(ord(c)) for c in key)
+
+
+@pytest.mark.parametrize("key", [KEY, SLASHED])
+@pytest.mark.parametrize("encode", [
+    pytest.param(lambda k: _every_char(k, "\\u{:04x}"), id="json-u-escapes"),
+    pytest.param(lambda k: _every_char(k, "\\U{:04X}"), id="upper-U-escapes"),
+    pytest.param(lambda k: _every_char(k, "\\x{:02x}"), id="x-escapes"),
+    pytest.param(lambda k: _every_char(k, "\\X{:02X}"), id="upper-X-escapes"),
+    pytest.param(lambda k: _every_char(k, "%{:02X}"), id="percent"),
+    pytest.param(lambda k: k.replace("/", "\\/"), id="json-escaped-slash"),
+    *(pytest.param(lambda k, o=o, alt=alt: (base64.urlsafe_b64encode if alt else base64.b64encode)(
+        b"\0" * o + k.encode() + b"!").decode(), id=f"base64-offset-{o}{'-urlsafe' * alt}")
+      for o in range(3) for alt in (False, True)),
+])
+def test_a_key_in_any_escape_or_base64_alignment_is_hidden(key: str, encode: object) -> None:
+    """Every form a reply or a log may carry a key in, checked char by char (mutation
+    testing found the upper-case escapes, the escaped slash and base64 at offset 0 untested)."""
+    text = f"error: {encode(key)} was refused"  # type: ignore[operator]
+    out = Redactor([key]).redact(text)
+    assert out != text and "***" in out
+    encoded = encode(key)  # type: ignore[operator]
+    for cut in (encoded[: len(encoded) // 2], encoded[len(encoded) // 2:]):
+        assert cut not in out
+
+
+def test_every_occurrence_is_hidden_even_back_to_back() -> None:
+    out = Redactor([KEY]).redact(f"{KEY}{KEY} and {KEY[:20]}{KEY}")
+    assert KEY[:12] not in out and KEY[-12:] not in out
