@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.cli_support import EXAMPLES, ROOT, run_cli
+
+from cli_support import EXAMPLES, ROOT, run_cli
 
 LITELLM = os.environ.get("GROUNDSCOPE_LITELLM") or shutil.which("litellm")
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
