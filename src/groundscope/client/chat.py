@@ -196,6 +196,7 @@ class ChatClient:
         fetched = await self.fetcher.fetch_all(messages) if self.wire.remote_audio else None
         payload = self.wire.body(messages, self.model, config, fetched)
         body, tokens = orjson.dumps(payload), estimate_tokens(payload)
+        del payload, fetched  # the media's base64 text: only the body is kept while in flight
         report = on_retry or _log_retry
 
         def retried(attempt: int, error: RetryableError, delay: float) -> None:
