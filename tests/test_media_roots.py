@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from groundscope.errors import MediaRootError
+from groundscope.errors import MediaError, MediaRootError
 from groundscope.media.roots import confine, media_roots, open_confined, set_media_roots
 
 
@@ -105,3 +105,37 @@ def test_a_missing_file_inside_a_root_is_an_os_error_not_a_crash(tmp_path: Path)
 
     assert contextvars.copy_context().run(run) == os.path.join(os.path.realpath(tmp_path),
                                                                "gone.png")
+
+
+@pytest.mark.parametrize("proc", [True, False], ids=["with-proc", "without-proc"])
+def test_a_folder_swapped_for_a_link_between_check_and_open_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, proc: bool) -> None:
+    """The check-then-open race, made to happen: after the path is checked inside the root
+    and before it is opened, its folder becomes a link to a folder outside. The opened file
+    is then refused, by the kernel's name for the descriptor (/proc) or, where there is no
+    /proc, by resolving the path again (mutation testing found that second way untested)."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "media").mkdir(parents=True)
+    outside.mkdir()
+    (root / "media" / "a.png").write_bytes(b"inside")
+    (outside / "a.png").write_bytes(b"SECRET")
+    real_open, real_readlink = os.open, os.readlink
+
+    def swapping_open(path: str, *args: object, **kwargs: object) -> int:
+        if str(path).endswith("a.png"):
+            os.rename(root / "media", root / "media-old")
+            os.symlink(outside, root / "media")
+        return real_open(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    def no_proc(path: str, *args: object, **kwargs: object) -> str:
+        if str(path).startswith("/proc/self/fd/"):
+            raise FileNotFoundError(path)
+        return real_readlink(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    if not proc:
+        monkeypatch.setattr(os, "readlink", no_proc)
+        fd = open_confined(root / "media" / "a.png", root, "a.png")  # an honest open: fine
+        os.close(fd)
+    monkeypatch.setattr(os, "open", swapping_open)
+    with pytest.raises(MediaError, match="changed while it was being opened"):
+        open_confined(root / "media" / "a.png", root, "a.png")
