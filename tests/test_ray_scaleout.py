@@ -328,7 +328,7 @@ def test_a_grounding_run_with_a_killed_worker_repeats_no_judge_call_of_finished_
     import ray
     import yaml
 
-    import groundscope.simulator
+    import groundscope.simulator.launch
 
     made: list[HoldingSimulator] = []
 
@@ -337,7 +337,8 @@ def test_a_grounding_run_with_a_killed_worker_repeats_no_judge_call_of_finished_
             super().__init__(*args, open_for=30, **kwargs)
             made.append(self)
 
-    monkeypatch.setattr(groundscope.simulator, "SimulatorServer", Held)  # the run's own mock
+    # the run's own mock simulator is made in simulator/launch.py (start_run_simulator)
+    monkeypatch.setattr(groundscope.simulator.launch, "SimulatorServer", Held)
     cfg = yaml.safe_load((GROUNDING.parent / "grounding_demo.yaml").read_text())
     cfg["dataset_args"]["general_vqa"]["local_path"] = str(GROUNDING)
     cfg["simulator"]["truth"] = str(GROUNDING / "truth.json")
@@ -408,7 +409,7 @@ def _grounding_cfg(run_dir: Path, **extra: Any) -> dict[str, Any]:
 
 def _counted_run(monkeypatch: pytest.MonkeyPatch, cfg: dict[str, Any]) -> list[str]:
     """Run ``cfg`` against its own simulator; the hash of each request it received."""
-    import groundscope.simulator
+    import groundscope.simulator.launch
 
     made: list[HoldingSimulator] = []
 
@@ -417,7 +418,7 @@ def _counted_run(monkeypatch: pytest.MonkeyPatch, cfg: dict[str, Any]) -> list[s
             super().__init__(*args, open_for=10**9, **kwargs)
             made.append(self)
 
-    monkeypatch.setattr(groundscope.simulator, "SimulatorServer", Counted)
+    monkeypatch.setattr(groundscope.simulator.launch, "SimulatorServer", Counted)
     run_task(cfg)
     return [h for server in made for h in server.arrivals]
 
