@@ -89,6 +89,10 @@ CASES: list[tuple[str, str, str | None]] = [
     ("parse_answers: a number label with four options", "ANSWER: 1", None),
     ("parse_answers: glued labels, single answer", "ANSWER: AB", None),
     ("parse_answers: a list of labels, single answer", "ANSWER: A,B", None),
+    # labels joined by a word or a slash: the snapshot read the first label; EvalScope
+    # 1.14.1's English parser gives no answer (checked by running it), as groundscope does
+    ("parse_answers 1.14.1: labels joined by 'and'", "ANSWER: B and D", None),
+    ("parse_answers 1.14.1: labels joined by '/'", "ANSWER: A/C", None),
 ]
 
 
@@ -107,8 +111,6 @@ DELIBERATE: list[tuple[str, str, str | None, str | None]] = [
      "so ANSWER: A</think>I choose (C).", "A", "C"),
     ("a marker inside a complete <think> block counts when the reply gives no answer",
      "<think>ANSWER: B</think>ANSWER: [LETTER]", None, "B"),
-    ("labels joined by 'and' are several answers", "ANSWER: B and D", "B", None),
-    ("labels joined by '/' are several answers", "ANSWER: A/C", "A", None),
 ]
 
 
