@@ -141,6 +141,14 @@ def browser(runs: tuple[Path, Path]):  # after the runs: asyncio.run cannot nest
         chromium.close()
 
 
+def _expect(target: Any) -> Any:
+    """Playwright's ``expect`` (its assertions poll from the test's side, not by a script
+    in the page); imported here, as the browser is, so the module loads without it."""
+    from playwright.sync_api import expect
+
+    return expect(target)
+
+
 class Page:
     """A page that records console errors, page errors and every request it makes."""
 
@@ -190,8 +198,11 @@ def test_loads_offline_without_errors(report_page: Page, runs: tuple[Path, Path]
     assert page.rows() == page.count() == len(saved_predictions(runs[0]))
     page.open_row()  # its images render from data URIs
     page.page.wait_for_selector("#gs-list img")
-    loaded = "[...document.images].every(i => i.complete)"  # decoding may lag under load
-    page.page.wait_for_function(loaded, timeout=15_000)
+    # decoding may lag under load: wait on each image's property from the test's side (a
+    # wait_for_function string is evaluated in the page, which the page's CSP refuses)
+    images = page.page.locator("img")
+    for i in range(images.count()):
+        _expect(images.nth(i)).to_have_js_property("complete", True, timeout=15_000)
     assert page.page.evaluate("[...document.images].every(i => i.naturalWidth > 0)")
     assert page.errors == []
     assert page.offline() == []
@@ -274,7 +285,8 @@ def test_drill_down_detail_missing_media_and_hostile_text(report_page: Page) -> 
     assert "[video] ../media/sample.mp4" in p.inner_text("#gs-list .gs-media")
     thumb = p.locator("#gs-list .gs-video img")
     assert thumb.get_attribute("src").startswith("data:image/jpeg;base64,")
-    p.wait_for_function("document.querySelector('#gs-list .gs-video img').naturalWidth > 0")
+    _expect(thumb).to_have_js_property("complete", True)  # decoded, as above
+    assert thumb.evaluate("img => img.naturalWidth") > 0
     assert page.search("hostile") == 1
     page.open_row()
     assert HOSTILE in p.inner_text("#gs-list .gs-body")  # shown as text, never run
