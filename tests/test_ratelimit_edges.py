@@ -108,6 +108,30 @@ def test_after_a_pause_one_request_goes_first() -> None:
     assert limiter.wait(1, 1.0) is None  # probing: one at a time until one is answered
 
 
+def test_after_a_hintless_cut_only_an_answer_sent_since_ends_probing() -> None:
+    """Answers to requests sent before a hint-less 429 say nothing of the endpoint now: they
+    must not send the whole cut limit at once into a request bucket that may be empty."""
+    limiter = RateLimiter(8)
+    before = [limiter.admit(1, 0.0) for _ in range(8)]
+    limiter.settle(before[-1], 429, NO_HEADERS, None, 0.0)  # 8 in flight: the limit is 5
+    assert limiter.concurrency.limit == 5
+    for ticket in before[:2]:
+        limiter.settle(ticket, 200, NO_HEADERS, None, 0.1)
+    assert limiter.wait(1, 0.1) is None  # 5 in flight: the cut limit
+    limiter.settle(before[2], 200, NO_HEADERS, None, 0.1)
+    assert limiter.wait(1, 0.1) == 0  # 4 in flight: the probe goes
+    probe = limiter.admit(1, 0.1)
+    for ticket in before[3:7]:  # every request sent before the 429 answered
+        limiter.settle(ticket, 200, NO_HEADERS, None, 0.2)
+        assert limiter.wait(1, 0.2) is None  # still the probe alone
+    limiter.settle(probe, 200, NO_HEADERS, None, 0.3)
+    assert limiter.concurrency.limit == 6  # 8 answers at 5: grown by one
+    for _ in range(6):  # the probe went through: the whole limit
+        assert limiter.wait(1, 0.3) == 0
+        limiter.admit(1, 0.3)
+    assert limiter.wait(1, 0.3) is None
+
+
 def test_the_remaining_requests_told_are_spent_one_by_one_and_expire_at_their_reset() -> None:
     limiter = RateLimiter(8)
     first, second = limiter.admit(1, 0.0), limiter.admit(1, 0.0)

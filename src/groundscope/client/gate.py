@@ -157,7 +157,7 @@ class RateGate:
         loop = asyncio.get_running_loop()
         if self._changed is None or self._loop is not loop:
             self._changed, self._loop = asyncio.Condition(), loop
-            self.limiter.in_flight = 0
+            self.limiter.forget_in_flight()
         return self._changed
 
     async def acquire(self, tokens: int) -> Lease:

@@ -218,7 +218,11 @@ class RateLimiter:
     in-flight limit under ``concurrency``, and the pause the endpoint asked for (at most
     ``max_pause``: the retry policy's ``max_delay``, so one setting caps both). When a
     pause ends, one request goes first (``probing``) and the rest follow once one is
-    answered without a new pause, so the waiters do not meet the endpoint all at once."""
+    answered without a new pause, so the waiters do not meet the endpoint all at once.
+    After a 429 that cuts the in-flight limit without a pause, the probe goes once fewer
+    than the cut limit are in flight, and only an answer to a request sent since the 429
+    ends probing: answers to earlier ones say nothing of the endpoint now (against a spent
+    request rate they let the whole cut limit out at once, into 429s)."""
 
     def __init__(self, concurrency: int, *, rpm: float | None = None,
                  tpm: float | None = None, max_pause: float = MAX_PAUSE_S) -> None:
@@ -232,6 +236,8 @@ class RateLimiter:
         self.paused_s = 0.0
         self.rate_limited = 0
         self.probing = False  # after a pause: one request at a time until one goes through
+        self.probe_from = 0  # the first request whose answer may end probing
+        self.probes = 0  # requests in flight admitted since ``probe_from``
         self.allowance: int | None = None  # requests the endpoint said are left, less those sent
         self.allowance_until = 0.0  # when that count expires (its reset, or ALLOWANCE_TTL_S)
         self.admitted = 0
@@ -241,7 +247,7 @@ class RateLimiter:
         wait for a request in flight to finish (the in-flight limit is reached)."""
         if now < self.paused_until:
             return self.paused_until - now
-        if self.in_flight >= (1 if self.probing else self.concurrency.limit):
+        if self.in_flight >= self.concurrency.limit or (self.probing and self.probes):
             return None
         if self.allowance is not None and now >= self.allowance_until:
             self.allowance = None  # stale: no reply has told a newer count
@@ -262,6 +268,7 @@ class RateLimiter:
             charged = self.tokens.charge(tokens)
             self.tokens.take(tokens, now)
         self.in_flight += 1
+        self.probes += 1
         self.admitted += 1
         if self.allowance is not None:
             self.allowance -= 1
@@ -272,6 +279,9 @@ class RateLimiter:
         """A request ended: ``status`` (None: no reply), its rate headers, the tokens its
         ``usage`` reports. ``rate_limit=False`` for a 429 that is not one (a quota)."""
         self.in_flight = max(0, self.in_flight - 1)
+        newer = ticket.seq >= self.probe_from
+        if newer:
+            self.probes = max(0, self.probes - 1)
         if self.requests is None and headers.limit_requests:  # learned: as if told --rpm
             self.requests = TokenBucket(headers.limit_requests)
         if headers.remaining_requests is not None:  # less those sent after this one
@@ -297,10 +307,17 @@ class RateLimiter:
         if self.tokens is not None and used is not None and status == 200:
             self.tokens.adjust(ticket.tokens - self.tokens.charge(used), now)
         self.pause_for(pause, now)
-        if pause or limited:
-            self.probing = True
-        elif status == 200:
+        if pause:  # every request in flight came before the pause: any answer ends probing
+            self.probing, self.probe_from, self.probes = True, 0, self.in_flight
+        elif limited and (newer or not self.probing):  # a cut, no pause (a 429 sent before
+            # the probe is of the burst already counted): only a request sent since ends it
+            self.probing, self.probe_from, self.probes = True, self.admitted, 0
+        elif status == 200 and newer:
             self.probing = False
+
+    def forget_in_flight(self) -> None:
+        """Requests in flight will never be settled (their event loop is gone)."""
+        self.in_flight = self.probes = 0
 
     def pause_for(self, seconds: float, now: float) -> None:
         """Every request waits until ``now + seconds``, at most ``max_pause`` (a longer pause
