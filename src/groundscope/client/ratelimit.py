@@ -235,7 +235,7 @@ class RateLimiter:
         self.paused_until = 0.0
         self.paused_s = 0.0
         self.rate_limited = 0
-        self.probing = False  # after a pause: one request at a time until one goes through
+        self.probing = False  # after a pause or a cut: one request at a time until one goes through
         self.probe_from = 0  # the first request whose answer may end probing
         self.probes = 0  # requests in flight admitted since ``probe_from``
         self.allowance: int | None = None  # requests the endpoint said are left, less those sent
