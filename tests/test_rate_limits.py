@@ -535,3 +535,68 @@ def test_hintless_429s_of_an_in_flight_limit_are_not_taken_for_a_rate() -> None:
             answered += status == 200
     assert limiter.learned.bucket is None and limiter.learned.since is None
     assert answered / now >= 0.7 * 40
+
+
+def test_an_endpoint_that_refuses_whichever_overlapping_request_it_decides_first() -> None:
+    """One at a time allowed, decided 100 ms after arrival, and the request decided first is
+    the one refused (not the newcomer): 8 wanted, no header. That is an in-flight limit of
+    one: the client keeps about one in flight at the endpoint's 10 a second, and no request
+    rate is learned from the refusal of a request that went alone (one sent after it
+    overlapped it; a learned rate paced this run at one request every 1.75 s)."""
+    limiter = RateLimiter(8)
+    now, seq, answered, sent, deciding = 0.0, 0, 0, 0, 0
+    pending: list[tuple[float, int, Ticket]] = []
+    while answered < 400:
+        while limiter.wait(1.0, now) == 0.0:
+            seq, sent, deciding = seq + 1, sent + 1, deciding + 1
+            heapq.heappush(pending, (now + 0.1, seq, limiter.admit(1.0, now)))
+        pause = limiter.wait(1.0, now)  # None: a request in flight must end first
+        times = [p[0] for p in pending[:1]] + ([now + pause] if pause else [])
+        now = min(times)
+        while pending and pending[0][0] <= now:
+            _, _, ticket = heapq.heappop(pending)
+            status = 429 if deciding > 1 else 200
+            deciding -= 1
+            limiter.settle(ticket, status, RateHeaders(), None, now)
+            answered += status == 200
+    assert limiter.learned.since is None and limiter.paused_s == 0.0
+    assert answered / now >= 0.9 * 10, answered / now
+    assert sent - answered <= 0.1 * sent, (sent, answered)
+
+
+async def test_a_server_that_refuses_whatever_overlaps_is_kept_at_one_in_flight() -> None:
+    """The same endpoint on loopback, through the chat client: every request answered, no
+    pause (a learned request rate pauses the endpoint while it measures)."""
+    from aiohttp import web
+
+    in_flight = [0]
+
+    async def chat(request: web.Request) -> web.Response:
+        in_flight[0] += 1
+        try:
+            await asyncio.sleep(0.02)
+            if in_flight[0] > 1:
+                return web.json_response(RATE_429, status=429)
+            return web.json_response(CHAT_OK)
+        finally:
+            in_flight[0] -= 1
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        gate = RateGate(8)
+        client = ChatClient(f"http://127.0.0.1:{port}/v1", "m", gate=gate,
+                            retry=RetryPolicy(max_retries=8, base_delay=0, max_delay=1))
+        async with client:
+            replies = await asyncio.wait_for(asyncio.gather(
+                *(client.complete([Message("user", f"q{i}")]) for i in range(24))), 60)
+    finally:
+        await runner.cleanup()
+    assert len(replies) == 24
+    assert gate.stats.lowest_limit == 1 and gate.stats.paused_s == 0.0
+    assert gate.stats.rate_limited <= 8 + 2, gate.stats.rate_limited

@@ -132,6 +132,25 @@ def test_after_a_hintless_cut_only_an_answer_sent_since_ends_probing() -> None:
     assert limiter.wait(1, 0.3) is None
 
 
+def test_a_429_of_a_request_overlapped_by_a_later_one_is_no_request_rate() -> None:
+    """An endpoint may refuse whichever of two overlapping requests it decides first: a
+    request that went alone but was overlapped by one sent after it says "two is too many",
+    not "a request rate is spent" (no learned-rate measurement, no pause), and the answer
+    to the one sent after it, with the other refused meanwhile, does not clear that mark."""
+    limiter = RateLimiter(8)
+    first = limiter.admit(1, 0.0)  # alone when it went
+    second = limiter.admit(1, 0.0)
+    limiter.settle(first, 429, NO_HEADERS, None, 0.1)
+    assert not limiter.learned.measuring and limiter.paused_s == 0.0
+    assert limiter.concurrency.limit == 1 and limiter.concurrency.too_many == 2
+    limiter.settle(second, 200, NO_HEADERS, None, 0.1)
+    assert limiter.concurrency.too_many == 2  # one of its two was refused: not cleared
+    assert limiter.concurrency.limit == 1  # grows back towards two at the probe's pace
+    alone = limiter.admit(1, 0.2)  # and truly alone, refused: a request rate
+    limiter.settle(alone, 429, NO_HEADERS, None, 0.3)
+    assert limiter.learned.measuring
+
+
 def test_the_remaining_requests_told_are_spent_one_by_one_and_expire_at_their_reset() -> None:
     limiter = RateLimiter(8)
     first, second = limiter.admit(1, 0.0), limiter.admit(1, 0.0)

@@ -69,6 +69,8 @@ async def test_a_429_in_one_worker_lowers_the_limit_for_the_other() -> None:
     assert keeper.stats.rate_limited == 1 and keeper.stats.limit < 10
     cut = keeper.stats.limit
     peak[0] = 0
-    await _requests(w1, 40, held, peak)
+    # twice the cut limit's requests: AIMD grows the limit back by at most one meanwhile
+    # (more requests would let it grow back further, as it should)
+    await _requests(w1, 2 * cut, held, peak)
     await w1.aclose()
-    assert peak[0] <= cut + 1  # the cut limit (AIMD grows it back by at most one here)
+    assert peak[0] <= cut + 1 < 10  # the cut limit, not w1's own ten

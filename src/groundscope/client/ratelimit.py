@@ -211,6 +211,7 @@ class Ticket:
     tokens: float
     in_flight: int = 1
     seq: int = 0  # requests admitted before it
+    refused: int = 0  # 429s settled before it went
 
 
 class RateLimiter:
@@ -272,7 +273,8 @@ class RateLimiter:
         self.admitted += 1
         if self.allowance is not None:
             self.allowance -= 1
-        return Ticket(self.concurrency.epoch, charged, self.in_flight, self.admitted - 1)
+        return Ticket(self.concurrency.epoch, charged, self.in_flight, self.admitted - 1,
+                      self.rate_limited)
 
     def settle(self, ticket: Ticket, status: int | None, headers: RateHeaders,
                used: int | None, now: float, *, rate_limit: bool = True) -> None:
@@ -293,16 +295,25 @@ class RateLimiter:
         pause = headers.pause(limited)
         if limited:
             self.rate_limited += 1
-            self.concurrency.rate_limited(ticket.epoch, None if pause else ticket.in_flight)
-            # not a word on the limit, and refused though it went alone (or a rate is being
-            # learned): a request rate, which no in-flight limit keeps under
-            alone = ticket.in_flight <= 1 or self.learned.since is not None
+            # how many were in flight with it: as many as when it went, and at least two if
+            # one went after it (an endpoint may refuse whichever of two overlapping it
+            # decides first: that is no request rate, and one in flight is not too many)
+            overlap = ticket.in_flight
+            if overlap <= 1 and self.admitted > ticket.seq + 1:
+                overlap = 2
+            self.concurrency.rate_limited(ticket.epoch, None if pause else overlap)
+            # not a word on the limit, and refused though it was alone its whole life (or a
+            # rate is being learned): a request rate, which no in-flight limit keeps under
+            alone = overlap <= 1 or self.learned.since is not None
             if self.requests is None and headers == NO_HINT and alone:
                 self.learned.rate_limited(now, ticket.seq, self.admitted)
                 if self.learned.measuring:
                     pause = LearnedRate.MEASURE_PAUSE_S
         elif status == 200:
-            self.concurrency.succeeded(ticket.in_flight)
+            # answered with that many in flight, unless one of them was refused meanwhile
+            # (the endpoint did not take them all at once)
+            together = ticket.in_flight if ticket.refused == self.rate_limited else 1
+            self.concurrency.succeeded(together)
             self.learned.succeeded(ticket.seq)
         if self.tokens is not None and used is not None and status == 200:
             self.tokens.adjust(ticket.tokens - self.tokens.charge(used), now)
