@@ -10,6 +10,7 @@ only when a command runs, so ``groundscope --help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -213,7 +214,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def entry() -> int:
     """The ``groundscope`` command (``pyproject.toml``'s script): :func:`main` on ``sys.argv``."""
-    return main()
+    code = main()
+    # The command is done (its files closed and flushed): the interpreter's exit need not
+    # collect the whole heap of a run first. 0.10 s -> 0.03 s after a 2,000-sample run
+    # (200 ms latency, concurrency 128, ~130 MB RSS) on this project's 2-core machine.
+    gc.freeze()
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover
