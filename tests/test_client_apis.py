@@ -287,6 +287,7 @@ def test_responses_incomplete_and_failed() -> None:
 def test_every_eval_type_has_a_wire_api() -> None:
     assert API_NAMES == ("openai_api", "anthropic_api", "openai_responses_api")
     assert wire_api("openai_api") is CHAT
+    assert all(wire_api(name).name == name for name in API_NAMES)
     assert repr(ChatClient("http://h/v1", "m", wire=wire_api("anthropic_api"))).endswith(
         "api='anthropic_api')")
 

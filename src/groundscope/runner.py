@@ -57,7 +57,6 @@ from groundscope.resume import check_same_shard, warn_config_changes
 from groundscope.scaleout.session import check_address
 from groundscope.scaleout.shipping import require_ray, shipped_config
 from groundscope.scoring import ScoringContext
-from groundscope.scoring.judge import mock_judged
 from groundscope.sharding import Dealer
 from groundscope.sidework import SideWork
 from groundscope.store import MEDIA_ROOTS_KEY, RunStore, check_subset_files
@@ -71,6 +70,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("groundscope")
 
 _READ_AHEAD = 16  # records read and waiting for a model slot, at most
+
+
+def _mock_judged(cfg: TaskConfig) -> bool:
+    from groundscope.scoring.judge import mock_judged  # the judge: imported where judged
+
+    return mock_judged(cfg.judge)
 
 
 class Runner:
@@ -180,7 +185,7 @@ class Runner:
                     server = await start_run_simulator(cfg.simulator, samples)
                     stack.push_async_callback(server.astop)
                     api_url = self.scoring.mock_url = server.base_url
-                elif cfg.eval_type == "answers" and mock_judged(cfg.judge):  # judges only
+                elif cfg.eval_type == "answers" and _mock_judged(cfg):  # judges only
                     from groundscope.simulator import start_judge_simulator
 
                     server = await start_judge_simulator(cfg.simulator)

@@ -34,8 +34,6 @@ from typing import TYPE_CHECKING, Any
 from groundscope.metrics import OVERALL
 from groundscope.report.model import MetricRow
 from groundscope.scoring.agreement import versus_human
-from groundscope.scoring.grounding import grounding_models, grounding_options, grounding_repairs
-from groundscope.scoring.judge import judge_ids
 from groundscope.types import Score, ScoreStatus
 
 if TYPE_CHECKING:
@@ -185,6 +183,10 @@ def with_grounding_stats(rep: DatasetReport, judge: JudgeConfig | None,
     if len(rep.subsets) > 1:
         rows += _human_rows(total, OVERALL)
     rows.sort(key=lambda r: r.metric != HUMAN_ACCURACY)
+    # the grounding scorer and the judge: imported only where a report has their rows
+    from groundscope.scoring.grounding import grounding_models, grounding_options, grounding_repairs
+    from groundscope.scoring.judge import judge_ids
+
     opts = grounding_options(judge)
     bounds = {"max_claims": opts.max_claims, "max_claim_chars": opts.max_claim_chars,
               "max_elements": opts.max_elements, "max_group_size": opts.max_group_size,
