@@ -339,3 +339,28 @@ def test_a_bad_byte_mid_file_is_one_skipped_record(tmp_path: Path) -> None:
                   for line in p.read_text().splitlines()]
     assert skipped["problem"] == ("data/alpha.tsv:3002: messages: not valid UTF-8 "
                                   "(byte 0xff at character 31)")
+
+
+def test_a_flood_of_bad_records_is_logged_a_bounded_number_of_lines(tmp_path: Path) -> None:
+    """Each bad record is one warning line up to LOGGED_BAD_RECORDS per dataset, then one
+    line saying the rest are not logged; every one is still in skipped.jsonl and counted."""
+    from groundscope.feed import LOGGED_BAD_RECORDS
+
+    bad = LOGGED_BAD_RECORDS + 25
+    good = [{"id": f"g{i}", "messages": [{"role": "user", "content": "Name it."}],
+             "answer": "a cat"} for i in range(3)]
+    lines = [json.dumps(r) for r in good] + [f'{{"id": "b{i}", "answer": ' for i in range(bad)]
+    (tmp_path / "flood.jsonl").write_text("\n".join(lines) + "\n")
+    args = {"general_vqa": {"local_path": str(tmp_path), "subset_list": ["flood"]}}
+    run_dir = tmp_path / "run"
+    proc = run_cli(["eval", "--eval-type", "mock", "--datasets", "general_vqa", "--dataset-args",
+                    json.dumps(args), "--work-dir", str(run_dir), "--no-timestamp",
+                    "--no-progress"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    logged = [line for line in proc.stderr.splitlines() if "skipped bad record: " in line]
+    assert len(logged) == LOGGED_BAD_RECORDS
+    assert "flood.jsonl:4: " in logged[0] and "flood.jsonl:53: " in logged[-1]
+    more = [line for line in proc.stderr.splitlines() if "the rest are not logged" in line]
+    assert len(more) == 1 and str(run_dir / "skipped.jsonl") in more[0]
+    assert len((run_dir / "skipped.jsonl").read_text().splitlines()) == bad
+    assert f"skipped {bad} bad records" in proc.stdout

@@ -28,6 +28,8 @@ from groundscope.types import Sample
 
 log = logging.getLogger("groundscope")
 
+LOGGED_BAD_RECORDS = 50  # per dataset, one warning line each
+
 
 class ItemFeed:
     """The items of ``datasets`` under ``cfg``; what was skipped stays on the feed:
@@ -43,6 +45,7 @@ class ItemFeed:
         self.answers = answers
         self.first_skipped: dict[str, str] = {}
         self.missing: dict[str, list[str]] = {}
+        self._bad: dict[str, int] = {}  # bad records seen per dataset
 
     def items(self, expected: Expected) -> Iterator[Item]:
         """The items; ``expected`` (the progress total) is corrected as this shard's records
@@ -123,11 +126,21 @@ class ItemFeed:
                                                     f"answer in {self.cfg.answers}")
 
     def skip(self, run: DatasetRun, subset: str, problem: str) -> None:
-        """A bad record: counted, written to ``skipped.jsonl``, logged."""
+        """A bad record: counted, written to ``skipped.jsonl``, logged (the first
+        :data:`LOGGED_BAD_RECORDS` of a dataset one line each; the rest at debug level,
+        after one line saying so: a file of a million bad lines is not a million lines)."""
         run.summary.skipped += 1
         self.first_skipped.setdefault(run.name, problem)
         self.store.append_skipped(run.name, subset, problem)
-        log.warning("skipped bad record: %s", problem)
+        seen = self._bad[run.name] = self._bad.get(run.name, 0) + 1
+        if seen <= LOGGED_BAD_RECORDS:
+            log.warning("skipped bad record: %s", problem)
+            return
+        if seen == LOGGED_BAD_RECORDS + 1:
+            log.warning("%s: more than %d bad records; the rest are not logged one by one "
+                        "(--debug logs them; every one is in %s and counted in the summary)",
+                        run.name, LOGGED_BAD_RECORDS, self.store.run_dir / "skipped.jsonl")
+        log.debug("skipped bad record: %s", problem)
 
 
 def deal_key(dataset: str, subset: str, loaded: Sample | RecordError
