@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -190,11 +190,11 @@ async def _process_dataset(cfg: TaskConfig, store: RunStore, run: DatasetRun, sk
         if dataset != name:
             continue
         if rescore:  # written aside: the saved reviews stay until every score is in
-            rows = store.load_predictions(name, subset)
-            for row in rows.values():
-                _count(cfg, run, row)
             store.stage_reviews(name, subset)
-            await _rescore_subset(store, run, subset, rows.values(), ctx.judge_concurrency, redact)
+            path = store.predictions_file(name, subset)
+            rows = (row for _, row in (latest_rows(path, "prediction") if path.exists() else ()))
+            await _rescore_subset(store, run, subset, _counted(cfg, run, rows),
+                                  ctx.judge_concurrency, redact)
             continue
         left_out, missing = _aggregate_subset(store, run, subset, _streamed(cfg, store, run, subset))
         stale += left_out
@@ -217,6 +217,14 @@ def _count(cfg: TaskConfig, run: DatasetRun, row: Mapping[str, Any]) -> None:
     completion = prediction_from_json(row).completion
     if completion is not None:  # as recorded: the report eval wrote, written again
         run.summary.usage.add(MODEL_STEP, cfg.model, completion.usage, billed=True)
+
+
+def _counted(cfg: TaskConfig, run: DatasetRun,
+             rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """``rows``, each counted into the summary (:func:`_count`) as it is read."""
+    for row in rows:
+        _count(cfg, run, row)
+        yield row
 
 
 def _streamed(cfg: TaskConfig, store: RunStore, run: DatasetRun,
@@ -287,18 +295,25 @@ async def _rescore_subset(store: RunStore, run: DatasetRun, subset: str,
                           redact: Callable[[str], str]) -> None:
     """Score saved predictions again on ``eval``'s sample path (``pipeline``),
     ``concurrency`` samples at a time (judge calls); member rows of group scorers go to the
-    dataset's group stage, scored when the dataset is done."""
+    dataset's group stage, scored when the dataset is done. ``rows`` are read as slots
+    free up (at most twice ``concurrency`` are held), so memory does not grow with the
+    run's size."""
     slots = asyncio.Semaphore(concurrency)
+    live = asyncio.Semaphore(2 * concurrency)
 
     async def one(row: dict[str, Any]) -> None:
-        sample = sample_from_json(row, run.name, subset, media_roots())
-        hooks = Hooks(score_slot=slots, on_score=partial(record_score, store, run, sample))
-        await evaluate_sample(sample, int(row.get("repeat", 0)), run.scorers, client=None,
-                              saved=Saved(row), redact=redact, hooks=hooks)
+        try:
+            sample = sample_from_json(row, run.name, subset, media_roots())
+            hooks = Hooks(score_slot=slots, on_score=partial(record_score, store, run, sample))
+            await evaluate_sample(sample, int(row.get("repeat", 0)), run.scorers, client=None,
+                                  saved=Saved(row), redact=redact, hooks=hooks)
+        finally:
+            live.release()
 
     try:  # a failure cancels the others: nothing is appended once the re-scoring is dropped
         async with asyncio.TaskGroup() as tg:
             for row in rows:
+                await live.acquire()
                 tg.create_task(one(row))
     except BaseExceptionGroup as group:
         first = one_error(group)
