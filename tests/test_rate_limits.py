@@ -600,3 +600,26 @@ async def test_a_server_that_refuses_whatever_overlaps_is_kept_at_one_in_flight(
     assert len(replies) == 24
     assert gate.stats.lowest_limit == 1 and gate.stats.paused_s == 0.0
     assert gate.stats.rate_limited <= 8 + 2, gate.stats.rate_limited
+
+
+def test_refusals_that_come_at_any_rate_are_not_paced_down_to_a_crawl() -> None:
+    """Every other request refused, no header, whatever the rate (100 ms replies, 8 wanted):
+    a learned rate cut 10% per 429 crawled towards one request a minute. Once cut to under
+    three quarters of what it learned, with a third and more of the requests since still
+    refused, it is dropped: the run goes on at the in-flight limit's pace."""
+    limiter = RateLimiter(8)
+    now, seq, answered, sent = 0.0, 0, 0, 0
+    pending: list[tuple[float, int, Ticket]] = []
+    while answered < 200 and now < 3600:
+        while limiter.wait(1.0, now) == 0.0:
+            seq, sent = seq + 1, sent + 1
+            heapq.heappush(pending, (now + 0.1, seq, limiter.admit(1.0, now)))
+        pause = limiter.wait(1.0, now)
+        now = min([p[0] for p in pending[:1]] + ([now + pause] if pause else []))
+        while pending and pending[0][0] <= now:
+            _, n, ticket = heapq.heappop(pending)
+            status = 429 if n % 2 else 200
+            limiter.settle(ticket, status, RateHeaders(), None, now)
+            answered += status == 200
+    assert answered == 200 and now < 120, (answered, now)  # was: 200 answers took hours
+    assert limiter.learned.insensitive and limiter.learned.bucket is None

@@ -67,7 +67,12 @@ class LearnedRate:
     limit; answers to requests sent before it are the burst it let through, not counted).
     Each later 429 of a request sent after the last change cuts the rate by
     :data:`DECREASE`; answers grow it by about :data:`GROWTH` a minute, so it probes back
-    up slowly.
+    up slowly. Refusals that do not follow the rate are not a rate: once it is cut under
+    :data:`LOW` of the rate learned while, of the requests answered or refused since it was
+    learned, at least :data:`REFUSED` and a third were refused, the pacing is dropped for
+    the rest of the run (``insensitive``): an endpoint that refuses every other request at
+    any rate crawled to one request a minute, 10% slower per 429. (Paced at a request rate
+    it keeps, an endpoint refuses a few of hundreds.)
 
     >>> learned = LearnedRate()
     >>> learned.rate_limited(now=0.0, seq=0, admitted=1)
@@ -84,6 +89,8 @@ class LearnedRate:
     MARGIN = 0.9
     DECREASE = 0.9
     GROWTH = 0.1
+    LOW = 0.75
+    REFUSED = 4
 
     def __init__(self) -> None:
         self.bucket: TokenBucket | None = None
@@ -91,9 +98,14 @@ class LearnedRate:
         self.answered = 0  # answers since then, to requests sent since then
         self.first_seq = 0  # the first request sent since then
         self.changed_at = 0  # requests admitted when the rate last changed
+        self.learned = 0.0  # the rate learned, a minute
+        self.outcomes: list[int] = [0, 0]  # answered, refused since the rate was learned
+        self.insensitive = False  # refusals came at any rate: nothing is paced or learned
 
     def rate_limited(self, now: float, seq: int, admitted: int) -> None:
         """A hint-less 429 of the request admitted ``seq``-th, ``admitted`` so far."""
+        if self.insensitive:
+            return
         if self.bucket is None:
             if self.since is None:
                 self.since, self.answered, self.first_seq = now, 0, admitted
@@ -102,7 +114,15 @@ class LearnedRate:
                 self.bucket = TokenBucket(rate * self.MARGIN)
                 self.bucket.level = 0.0  # the measurement spent what the endpoint had
                 self.changed_at = admitted
-        elif seq >= self.changed_at:
+                self.learned = self.bucket.per_minute
+            return
+        self.outcomes[1] += 1
+        answered, refused = self.outcomes
+        low = self.bucket.per_minute < self.LOW * self.learned
+        if low and refused >= self.REFUSED and 3 * refused >= answered + refused:
+            self.insensitive, self.bucket, self.since = True, None, None
+            return
+        if seq >= self.changed_at:
             self.bucket.retune(self.bucket.per_minute * self.DECREASE)
             self.changed_at = admitted
 
@@ -119,6 +139,7 @@ class LearnedRate:
     def succeeded(self, seq: int) -> None:
         """An answer to the request admitted ``seq``-th."""
         if self.bucket is not None:  # +GROWTH a minute at the rate's own pace
+            self.outcomes[0] += 1
             per_minute = self.bucket.per_minute
             self.bucket.retune(per_minute * (1.0 + self.GROWTH / per_minute))
         elif self.since is not None and seq >= self.first_seq:
