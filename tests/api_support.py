@@ -5,28 +5,25 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-class Scripted:
-    """A loopback server answering each POST with the next (status, body, headers) of a
-    script, recording what it received."""
 
-    def __init__(self, script: list[tuple[int, Any, dict[str, str]]]) -> None:
-        self.script = script
-        self.seen: list[tuple[str, dict[str, str], Any]] = []
+class Loopback:
+    """A loopback server answering each POST with ``handler``; its base URL (``/v1``) is
+    what ``async with`` (or ``with``: its own loop in a thread) gives."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
         self.runner: web.AppRunner | None = None
-
-    async def handle(self, request: web.Request) -> web.Response:
-        self.seen.append((request.path, dict(request.headers), await request.json()))
-        status, body, headers = self.script[min(len(self.seen), len(self.script)) - 1]
-        return web.json_response(body, status=status, headers=headers)
 
     async def __aenter__(self) -> str:
         app = web.Application()
-        app.router.add_post("/{tail:.*}", self.handle)
+        app.router.add_post("/{tail:.*}", self.handler)
         self.runner = web.AppRunner(app)
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
@@ -51,6 +48,21 @@ class Scripted:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(30)
         self._loop.close()
+
+
+class Scripted(Loopback):
+    """A loopback server answering each POST with the next (status, body, headers) of a
+    script, recording what it received."""
+
+    def __init__(self, script: list[tuple[int, Any, dict[str, str]]]) -> None:
+        super().__init__(self.handle)
+        self.script = script
+        self.seen: list[tuple[str, dict[str, str], Any]] = []
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.seen.append((request.path, dict(request.headers), await request.json()))
+        status, body, headers = self.script[min(len(self.seen), len(self.script)) - 1]
+        return web.json_response(body, status=status, headers=headers)
 
 
 MESSAGE_OK = {"id": "msg", "type": "message", "role": "assistant", "model": "claude-x",

@@ -11,13 +11,18 @@ from groundscope import run_task
 from media_fixtures import image_bytes, write, write_jsonl
 
 
-def real_shards(base: Path) -> list[Path]:
-    data = base / "data"
+def tiny_dataset(data: Path) -> Path:
+    """Two General-VQA records sharing one PNG, in ``data`` (``d.jsonl``)."""
     write(data, "a.png", image_bytes("PNG"))
     write_jsonl(data / "d.jsonl", [
         {"id": f"q{i}", "answer": "a red square", "messages": [{"role": "user", "content": [
             {"type": "text", "text": f"Question {i}?"},
             {"type": "image_url", "image_url": {"url": "a.png"}}]}]} for i in range(2)])
+    return data
+
+
+def real_shards(base: Path) -> list[Path]:
+    data = tiny_dataset(base / "data")
     dirs = []
     for k in (1, 2):
         run_task({"model": "m", "eval_type": "mock", "datasets": ["general_vqa"],

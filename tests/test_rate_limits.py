@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from api_support import Scripted
+from api_support import Loopback, Scripted
 from groundscope.client.charge import estimate_tokens
 from groundscope.client.chat import ChatClient
 from groundscope.client.gate import Outcome, RateGate
@@ -581,22 +581,13 @@ async def test_a_server_that_refuses_whatever_overlaps_is_kept_at_one_in_flight(
         finally:
             in_flight[0] -= 1
 
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
+    async with Loopback(chat) as url:
         gate = RateGate(8)
-        client = ChatClient(f"http://127.0.0.1:{port}/v1", "m", gate=gate,
+        client = ChatClient(url, "m", gate=gate,
                             retry=RetryPolicy(max_retries=8, base_delay=0, max_delay=1))
         async with client:
             replies = await asyncio.wait_for(asyncio.gather(
                 *(client.complete([Message("user", f"q{i}")]) for i in range(24))), 60)
-    finally:
-        await runner.cleanup()
     assert len(replies) == 24
     assert gate.stats.lowest_limit == 1 and gate.stats.paused_s == 0.0
     assert gate.stats.rate_limited <= 8 + 2, gate.stats.rate_limited

@@ -10,18 +10,12 @@ from typing import Any
 import pytest
 
 from groundscope import rescore, run_task
-from media_fixtures import image_bytes, write, write_jsonl
-from merge_support import grow
+from merge_support import grow, tiny_dataset
 
 
 def test_score_holds_a_bounded_number_of_samples_whatever_the_run_size(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    data = tmp_path / "data"
-    write(data, "a.png", image_bytes("PNG"))
-    write_jsonl(data / "d.jsonl", [
-        {"id": f"q{i}", "answer": "a red square", "messages": [{"role": "user", "content": [
-            {"type": "text", "text": f"Question {i}?"},
-            {"type": "image_url", "image_url": {"url": "a.png"}}]}]} for i in range(2)])
+    data = tiny_dataset(tmp_path / "data")
     run_dir = tmp_path / "run"
     run_task({"model": "m", "eval_type": "mock", "datasets": ["general_vqa"],
               "dataset_args": {"general_vqa": {"local_path": str(data)}},
