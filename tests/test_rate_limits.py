@@ -470,12 +470,14 @@ async def test_retry_max_delay_caps_a_pause_too() -> None:
 
 
 def _against_a_hintless_rpm_limit(limiter: RateLimiter, per_s: float, latency: float,
-                                  answers: int) -> tuple[int, int, list[float]]:
+                                  answers: int, burst_s: float = 60.0
+                                  ) -> tuple[int, int, list[float]]:
     """Drive ``limiter`` by a hand clock against an endpoint that lets ``per_s`` requests a
-    second through (a bucket holding a minute's worth, as the simulator's) and answers every
-    other at once with a 429 carrying no header at all. A refused request is sent again.
-    Returns the requests sent, the 429s, and when each answer came."""
-    provider = TokenBucket(per_s * 60, burst_s=60.0)
+    second through (a bucket holding ``burst_s`` seconds' worth, at least one: a minute's,
+    as the simulator's, by default) and answers every other at once with a 429 carrying no
+    header at all. A refused request is sent again. Returns the requests sent, the 429s,
+    and when each answer came."""
+    provider = TokenBucket(per_s * 60, burst_s=burst_s)
     now, sent, refused, answered = 0.0, 0, 0, []
     pending: list[tuple[float, int, Ticket, int]] = []  # (done at, order, ticket, status)
     while len(answered) < answers:
@@ -515,6 +517,23 @@ def test_hintless_429s_of_a_request_rate_are_learned_as_a_rate(past_burst: int) 
     assert refused / sent <= 0.05, (refused, sent)
     assert rate >= 0.7 * 2.0, rate
     assert limiter.learned.bucket is not None and limiter.learned.bucket.per_minute <= 150
+
+
+@pytest.mark.parametrize("per_minute", [120, 300])
+def test_a_hintless_rate_without_a_burst_is_found_not_its_measuring_pauses(
+        per_minute: int) -> None:
+    """A bucket of one request (no burst), no header, 100 ms replies, 8 wanted: the
+    endpoint answers the first request after each measuring pause and refuses the next,
+    so the measurement sees about its own pauses (~50 a minute). The rate then starts
+    slowly (x1.5 every 5 answers) up to its first 429: 200 answers come at >= 60% of the
+    limit (they came at 19% at 300 a minute, 49% at 120, growing 10% a minute)."""
+    limiter = RateLimiter(8)
+    sent, refused, answered = _against_a_hintless_rpm_limit(limiter, per_minute / 60, 0.1,
+                                                            200, burst_s=0.0)
+    rate = len(answered) / answered[-1] * 60
+    assert rate >= 0.6 * per_minute, rate
+    assert refused / sent <= 0.1, (refused, sent)
+    assert not limiter.learned.insensitive
 
 
 def test_hintless_429s_of_an_in_flight_limit_are_not_taken_for_a_rate() -> None:
