@@ -153,16 +153,16 @@ class LearnedRate:
 
     def succeeded(self, seq: int) -> None:
         """An answer to the request admitted ``seq``-th."""
-        if self.bucket is not None and self.starting:
+        if self.bucket is not None:
             self.outcomes[0] += 1
-            self.starting += 1
-            if self.starting > self.START_EVERY:
-                self.bucket.retune(self.bucket.per_minute * self.START)
-                self.starting = 1
-        elif self.bucket is not None:  # +GROWTH a minute at the rate's own pace
-            self.outcomes[0] += 1
-            per_minute = self.bucket.per_minute
-            self.bucket.retune(per_minute * (1.0 + self.GROWTH / per_minute))
+            if self.starting:  # slow start: x START every START_EVERY answers
+                self.starting += 1
+                if self.starting > self.START_EVERY:
+                    self.bucket.retune(self.bucket.per_minute * self.START)
+                    self.starting = 1
+            else:  # +GROWTH a minute at the rate's own pace
+                per_minute = self.bucket.per_minute
+                self.bucket.retune(per_minute * (1.0 + self.GROWTH / per_minute))
         elif self.since is not None and seq >= self.first_seq:
             self.answered += 1
 
