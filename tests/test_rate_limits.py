@@ -12,6 +12,8 @@ import asyncio
 import heapq
 import json
 import math
+import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ from groundscope.client.gate import Outcome, RateGate
 from groundscope.client.ratelimit import (
     MAX_PAUSE_S,
     AdaptiveLimit,
+    LearnedRate,
     RateHeaders,
     RateLimiter,
     Ticket,
@@ -478,14 +481,28 @@ def _against_a_hintless_rpm_limit(limiter: RateLimiter, per_s: float, latency: f
     header at all. A refused request is sent again. Returns the requests sent, the 429s,
     and when each answer came."""
     provider = TokenBucket(per_s * 60, burst_s=burst_s)
+
+    def allows(now: float) -> bool:
+        ok = provider.wait(1.0, now) == 0.0
+        if ok:
+            provider.take(1.0, now)
+        return ok
+
+    return _against(limiter, allows, latency, answers)
+
+
+def _against(limiter: RateLimiter, allows: Callable[[float], bool], latency: float,
+             answers: int, until: float = math.inf) -> tuple[int, int, list[float]]:
+    """Drive ``limiter`` by a hand clock against an endpoint that answers a request after
+    ``latency`` when ``allows(now)`` as it arrives, else at once with a 429 carrying no
+    header, until ``answers`` answers or the clock reaches ``until``. Returns the requests
+    sent, the 429s, and when each answer came."""
     now, sent, refused, answered = 0.0, 0, 0, []
     pending: list[tuple[float, int, Ticket, int]] = []  # (done at, order, ticket, status)
-    while len(answered) < answers:
+    while len(answered) < answers and now < until:
         while (wait := limiter.wait(1.0, now)) == 0.0:
             ticket = limiter.admit(1.0, now)
-            ok = provider.wait(1.0, now) == 0.0
-            if ok:
-                provider.take(1.0, now)
+            ok = allows(now)
             sent += 1
             heapq.heappush(pending, (now + (latency if ok else 0.001), sent, ticket,
                                      200 if ok else 429))
@@ -633,3 +650,85 @@ def test_refusals_that_come_at_any_rate_are_not_paced_down_to_a_crawl() -> None:
             answered += status == 200
     assert answered == 200 and now < 120, (answered, now)  # was: 200 answers took hours
     assert limiter.learned.insensitive and limiter.learned.bucket is None
+
+
+@pytest.mark.parametrize("share", [0.05, 0.1, 0.2])
+def test_hintless_refusals_at_random_are_not_paced_down_to_a_crawl(share: float) -> None:
+    """An endpoint with no rate limit that refuses a share of requests at random, without a
+    header (100 ms replies, 8 wanted). The learned rate was cut 10% per 429 and grew 10% a
+    minute: it settled near (1 - p) / p requests a minute, 0.1-0.5 answers a second (400
+    answers: hours). A 429 at no more than the rate learned is now checked by a request
+    sent at once; answered checks drop the pacing: >= 5 answers a second."""
+    rng = random.Random(7)
+    limiter = RateLimiter(8)
+    sent, refused, answered = _against(limiter, lambda now: rng.random() >= share, 0.1, 400,
+                                       until=3600)
+    assert len(answered) >= 400 and len(answered) / answered[-1] >= 5, answered[-1]
+    assert limiter.learned.insensitive and limiter.learned.bucket is None
+    assert limiter.learned.checks[0] >= LearnedRate.CHECKS
+    assert refused <= 2 * share * sent, (refused, sent)
+
+
+async def test_a_checked_429_wakes_a_request_sleeping_on_the_learned_pace() -> None:
+    """A 429 at the learned rate is checked by the next request, sent at once; a request
+    that was sleeping on the pace is woken for it (the pace would send it ~1 s later,
+    after the endpoint's bucket refilled: the check would prove nothing). Its sleep never
+    ends by itself, so only the wake lets it go."""
+    never = asyncio.Event()
+    clock = FakeClock()
+
+    async def sleep(seconds: float) -> None:
+        if frozen:
+            await never.wait()
+        await clock.sleep(seconds)
+
+    frozen = False
+    gate = RateGate(8, clock=clock, sleep=sleep)
+    learned = gate.limiter.learned
+
+    async def answer(status: int, at: float) -> None:
+        clock.now = at
+        lease = await gate.acquire(1)
+        await gate.release(lease, Outcome(status))
+
+    await answer(429, 1000.0)  # alone, no header: a measurement opens (a 1 s pause)
+    await answer(200, 1001.5)
+    await answer(200, 1002.0)
+    await answer(429, 1003.0)  # 2 answers in 3 s: 36 a minute learned, its bucket empty
+    assert learned.bucket is not None and learned.bucket.per_minute == pytest.approx(36.0)
+    await answer(200, 1005.0)
+    last = await gate.acquire(1)  # the bucket's last request: the next one sleeps
+    frozen = True
+    sleeper = asyncio.ensure_future(gate.acquire(1))
+    await asyncio.sleep(0)
+    assert not sleeper.done()
+    rate = learned.bucket.per_minute
+    await gate.release(last, Outcome(429))  # under the rate measured: a check is wanted
+    ticket = await asyncio.wait_for(sleeper, 5)
+    assert isinstance(ticket, Ticket) and learned.check == ticket.seq
+    assert learned.bucket.per_minute == rate  # no cut before the check's answer
+    never.set()
+
+
+def test_a_true_rate_under_random_refusals_is_paced_again_once_unpaced_refuses_more() -> None:
+    """2 requests a second allowed (a bucket of one) and, besides, one in twenty refused at
+    random, no header: the answered checks drop the pacing, and then nearly every request
+    was refused (98%: the in-flight limit cannot keep under a request rate). Unpaced, it
+    refuses far more than paced: it is paced again at the rate it had, 429s still checked
+    before they cut (the old cuts on every 429 paced it at 22% of the limit)."""
+    rng = random.Random(3)
+    provider = TokenBucket(120, burst_s=0.0)
+
+    def allows(now: float) -> bool:
+        if rng.random() < 0.05 or provider.wait(1.0, now) > 0.0:
+            return False
+        provider.take(1.0, now)
+        return True
+
+    limiter = RateLimiter(8)
+    sent, refused, answered = _against(limiter, allows, 0.1, 400, until=3600)
+    assert len(answered) >= 400
+    assert refused <= 0.15 * sent, (refused, sent)
+    assert len(answered) / answered[-1] >= 0.4 * 2, answered[-1]
+    assert not limiter.learned.insensitive and limiter.learned.bucket is not None
+    assert limiter.learned.dropped is not None  # it was dropped once, and taken back

@@ -204,7 +204,12 @@ def test_a_learned_rate_is_the_measured_answer_rate_then_cut_and_grown_exactly()
     assert bucket.level == 0.0  # the measurement spent what the endpoint had
     learned.rate_limited(now=12.5, seq=9, admitted=11)  # sent before the change: no cut
     assert bucket.per_minute == pytest.approx(54.0)
-    learned.rate_limited(now=13.0, seq=10, admitted=11)  # the first sent since: cut by 10%
+    learned.rate_limited(now=13.0, seq=10, admitted=11)  # the first sent since, at no more
+    assert bucket.per_minute == pytest.approx(54.0)  # than learned: checked before a cut
+    assert learned.armed == 13.0 and bucket.level == 1.0  # the next request goes at once
+    learned.check_sent(seq=11, now=13.01)
+    learned.rate_limited(now=13.02, seq=11, admitted=12)  # the check refused: cut by 10%
     assert bucket.per_minute == pytest.approx(54.0 * 0.9)
-    learned.succeeded(seq=11)  # an answer: + GROWTH (a minute's answers: + GROWTH x rate)
+    assert learned.checks == [0, 1] and learned.changed_at == 12
+    learned.succeeded(seq=12)  # an answer: + GROWTH (a minute's answers: + GROWTH x rate)
     assert bucket.per_minute == pytest.approx(54.0 * 0.9 + 0.1)

@@ -139,8 +139,11 @@ class RateGate:
     (monotonic), ``wall`` (epoch, for HTTP dates) and ``sleep`` are injectable for tests.
 
     A waiter that needs a request in flight to finish waits on a condition that every
-    release notifies; one that needs time sleeps exactly as long as the limiter says, then
-    looks again (a pause set meanwhile keeps it waiting, so a pause holds every waiter).
+    release notifies; one that needs time sleeps as long as the limiter says, then looks
+    again (a pause set meanwhile keeps it waiting, so a pause holds every waiter). A release
+    after which the limiter wants a request at once (a learned rate's check of a 429,
+    ``client/adaptive.py``) wakes the sleepers too: a check must go before the pace would
+    send it.
     """
 
     def __init__(self, concurrency: int, *, rpm: float | None = None, tpm: float | None = None,
@@ -150,13 +153,14 @@ class RateGate:
         self.stats = GateStats(limit=concurrency, lowest_limit=concurrency)
         self._clock, self._wall, self._sleep = clock, wall, sleep
         self._changed: asyncio.Condition | None = None
+        self._alarm: asyncio.Event | None = None  # set: the sleepers look again now
         self._loop: asyncio.AbstractEventLoop | None = None
         self._warned = False
 
     def _condition(self) -> asyncio.Condition:
         loop = asyncio.get_running_loop()
         if self._changed is None or self._loop is not loop:
-            self._changed, self._loop = asyncio.Condition(), loop
+            self._changed, self._alarm, self._loop = asyncio.Condition(), None, loop
             self.limiter.forget_in_flight()
         return self._changed
 
@@ -186,7 +190,7 @@ class RateGate:
                 async with changed:
                     await changed.wait()
             else:
-                await self._sleep(wait)
+                await self._nap(wait)
         ticket = self.limiter.admit(tokens, self._clock())
         self._show()
         return ticket
@@ -213,7 +217,22 @@ class RateGate:
         self.limiter.settle(lease, outcome.status, headers, outcome.tokens, self._clock(),
                             rate_limit=outcome.kind not in QUOTA_KINDS)
         self._show()
+        if self.limiter.learned.armed is not None and self._alarm is not None:
+            self._alarm.set()  # a check is wanted: the sleepers look again
+            self._alarm = None
         await self.wake()
+
+    async def _nap(self, seconds: float) -> None:
+        """Sleep ``seconds``, or until a release sets the alarm."""
+        if self._alarm is None:
+            self._alarm = asyncio.Event()
+        ringing = asyncio.ensure_future(self._alarm.wait())
+        sleeping = asyncio.ensure_future(self._sleep(seconds))
+        try:
+            await asyncio.wait((ringing, sleeping), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ringing.cancel()
+            sleeping.cancel()
 
     async def wake(self) -> None:
         """Every waiter looks again (a release does this; so does a dead worker's end)."""

@@ -273,6 +273,8 @@ class RateLimiter:
         self.admitted += 1
         if self.allowance is not None:
             self.allowance -= 1
+        if self.learned.armed is not None:
+            self.learned.check_sent(self.admitted - 1, now)
         return Ticket(self.concurrency.epoch, charged, self.in_flight, self.admitted - 1,
                       self.rate_limited)
 
@@ -301,10 +303,13 @@ class RateLimiter:
             overlap = ticket.in_flight
             if overlap <= 1 and self.admitted > ticket.seq + 1:
                 overlap = 2
-            self.concurrency.rate_limited(ticket.epoch, None if pause else overlap)
+            # refusals at any rate (``LearnedRate.insensitive``) came alone too: no in-flight
+            # count is too many, though each 429 still cuts the limit
+            self.concurrency.rate_limited(
+                ticket.epoch, None if pause or self.learned.insensitive else overlap)
             # not a word on the limit, and refused though it was alone its whole life (or a
             # rate is being learned): a request rate, which no in-flight limit keeps under
-            alone = overlap <= 1 or self.learned.since is not None
+            alone = overlap <= 1 or self.learned.since is not None or self.learned.insensitive
             if self.requests is None and headers == NO_HINT and alone:
                 self.learned.rate_limited(now, ticket.seq, self.admitted)
                 if self.learned.measuring:
@@ -315,6 +320,8 @@ class RateLimiter:
             together = ticket.in_flight if ticket.refused == self.rate_limited else 1
             self.concurrency.succeeded(together)
             self.learned.succeeded(ticket.seq)
+        if ticket.seq == self.learned.check:  # neither answered nor refused without a hint
+            self.learned.unchecked(self.admitted)
         if self.tokens is not None and used is not None and status == 200:
             self.tokens.adjust(ticket.tokens - self.tokens.charge(used), now)
         self.pause_for(pause, now)
