@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+import math
 import time
 from html import escape
 from pathlib import Path
@@ -29,7 +30,7 @@ from groundscope.metrics import BOOTSTRAP_MAX_N, OVERALL
 from groundscope.report.embed import DEFAULT_BUDGET, REPORT_SAMPLES, MediaTable
 from groundscope.report.model import DatasetReport
 from groundscope.report.page import asset, render_page, table
-from groundscope.report.plots import Bar, bar_chart, histogram
+from groundscope.report.plots import Bar, bar_chart, histogram, percentile
 from groundscope.report.rundata import PASS_THRESHOLD, RunData, load_run
 from groundscope.report.samples import FLAGS, collect
 from groundscope.report.table import cut_notes, format_score, metric_label
@@ -236,15 +237,13 @@ def _latency(name: str, latencies: list[float]) -> str:
     head = f"<h3>{escape(name)}: request latency</h3>"
     if not latencies:
         return head + "<p>No request was recorded.</p>"
-    import numpy as np
-
-    arr = np.asarray(latencies, dtype=float)
-    p50, p90, p99 = (float(np.percentile(arr, q)) for q in (50, 90, 99))
-    top = float(arr.max())
+    ordered = sorted(map(float, latencies))
+    p50, p90, p99 = (percentile(ordered, q) for q in (50, 90, 99))
+    top = math.nan if p50 != p50 else ordered[-1]
     chart = histogram("Latency per request (seconds)", latencies, lo=0.0, hi=max(top, 1e-3),
                       bins=30, fmt=lambda v: f"{v:.3g}s", unit="requests", width=560)
     stats = (f'<p class="gs-note">p50 {p50:.3g}s · p90 {p90:.3g}s · p99 {p99:.3g}s · '
-             f"max {top:.3g}s · {arr.size} requests (cached ones keep their first latency)</p>")
+             f"max {top:.3g}s · {len(ordered)} requests (cached ones keep their first latency)</p>")
     return f'{head}<div class="gs-charts">{chart}</div>{stats}'
 
 
