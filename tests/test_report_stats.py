@@ -57,3 +57,34 @@ def test_drawing_the_latency_section_and_a_histogram_imports_no_numpy() -> None:
     out = subprocess.run([sys.executable, "-c", _DRAW], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["True", "False"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.floats(min_value=-1e6, max_value=1e6, allow_nan=False),
+       weight=st.one_of(st.none(), st.floats(min_value=1e-6, max_value=1e6)))
+def test_the_bootstrap_of_one_value_is_numpys_without_numpy(
+        value: float, weight: float | None) -> None:
+    """Every resample of one value is that value: the interval is the statistic of it,
+    computed as numpy's bootstrap computed it (``v * w / w`` for a ratio)."""
+    from groundscope.metrics import bootstrap_ci
+
+    data, w = np.asarray([value]), None if weight is None else np.asarray([weight])
+    idx = np.zeros((1000, 1), dtype=int)
+    means = data[idx].mean(axis=1) if w is None else (data[idx] * w[idx]).sum(axis=1) / w[idx].sum(
+        axis=1)
+    expected = (float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975)))
+    weights = None if weight is None else [weight]
+    assert bootstrap_ci([value], weights=weights) == expected
+
+
+_ONE_SAMPLE = """
+import sys
+from groundscope.metrics import bootstrap_ci
+print(bootstrap_ci([0.25]), bootstrap_ci([0.1], weights=[3.0]), "numpy" in sys.modules)
+"""
+
+
+def test_the_bootstrap_of_one_value_imports_no_numpy() -> None:
+    out = subprocess.run([sys.executable, "-c", _ONE_SAMPLE], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == f"(0.25, 0.25) ({0.1 * 3.0 / 3.0!r}, {0.1 * 3.0 / 3.0!r}) False"
