@@ -48,7 +48,7 @@ def part2(n: int, latency_ms: float = 200.0, conc: int = 128) -> None:
         print(f"  {label:>12}: {rate:.0f} samples/s of an ideal {ideal:.0f} = {rate / ideal:.1%}")
     waves = -(-n // conc)
     print(f"  ({n} samples in waves of {conc}: a pipeline cannot beat {waves} x {latency_ms:.0f} ms,"
-          f" {n / (waves * latency_ms / 1000) / ideal:.1%} of ideal)")
+          f" {n / (waves * latency_ms / 1000) / ideal:.1%} of ideal); peak RSS {r['rss_mb']:.0f} MB")
 
 
 def part3(sizes: tuple[int, ...] = (2000, 20000), conc: int = 32) -> None:
