@@ -4,39 +4,54 @@ samples, and the run that writes it, then never loads numpy: ~12 MB of peak RSS)
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
 
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
+import pytest
 
 from groundscope.report.plots import bin_counts, percentile
 
-_VALUES = st.lists(st.one_of(st.floats(min_value=0.0, max_value=1e4, allow_nan=False),
-                             st.sampled_from([0.0, 0.1, 0.25, 0.5, 1.0, 2.5]),
-                             st.just(float("nan"))), min_size=0, max_size=60)
+_SPECIAL = [0.0, 0.1, 0.25, 0.5, 1.0, 2.5, 1e-3, 5e-324, 1e4]
 
 
-@settings(max_examples=300, deadline=None)
-@given(values=_VALUES, hi=st.one_of(st.floats(min_value=1e-3, max_value=1e4),
-                                     st.sampled_from([1, 3, 0.5])),
-       bins=st.sampled_from([1, 6, 10, 30]))
-def test_bin_counts_are_numpys_histogram_of_the_clipped_values(
-        values: list[float], hi: float, bins: int) -> None:
-    counts, edges = bin_counts(values, 0.0, hi, bins)
-    theirs, their_edges = np.histogram(np.clip(np.asarray(values, dtype=float), 0.0, hi),
-                                       bins=bins, range=(0.0, hi))
-    assert counts == theirs.tolist()
-    assert edges == their_edges.tolist()
+def _values(rng: random.Random, *, nan: bool) -> list[float]:
+    """Up to 60 values: spread over decades, ties, edges, subnormals (and NaN if asked)."""
+    out = []
+    for _ in range(rng.randint(0 if nan else 1, 60)):
+        pick = rng.random()
+        if pick < 0.3:
+            out.append(rng.choice(_SPECIAL))
+        elif nan and pick < 0.35:
+            out.append(float("nan"))
+        else:
+            out.append(rng.expovariate(1.0) * 10 ** rng.randint(-3, 3))
+    return out
 
 
-@settings(max_examples=300, deadline=None)
-@given(values=st.lists(st.floats(min_value=0.0, max_value=1e4, allow_nan=False), min_size=1,
-                       max_size=60),
-       q=st.sampled_from([0, 37.5, 50, 90, 99, 100]))
-def test_percentile_is_numpys_default_percentile(values: list[float], q: float) -> None:
-    assert percentile(sorted(values), q) == float(np.percentile(np.asarray(values), q))
+@pytest.mark.parametrize("seed", range(4))
+def test_bin_counts_are_numpys_histogram_of_the_clipped_values(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(500):
+        values = _values(rng, nan=True)
+        hi = rng.choice([1, 3, 0.5, rng.uniform(1e-3, 1e4)])
+        bins = rng.choice([1, 6, 10, 30])
+        counts, edges = bin_counts(values, 0.0, hi, bins)
+        theirs, their_edges = np.histogram(np.clip(np.asarray(values, dtype=float), 0.0, hi),
+                                           bins=bins, range=(0.0, hi))
+        assert counts == theirs.tolist(), (values, hi, bins)
+        assert edges == their_edges.tolist(), (hi, bins)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_percentile_is_numpys_default_percentile(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(500):
+        values = _values(rng, nan=False)
+        for q in (0, 37.5, 50, 90, 99, 100):
+            ours = percentile(sorted(values), q)
+            assert ours == float(np.percentile(np.asarray(values), q)), (values, q)
 
 
 def test_a_nan_latency_gives_nan_percentiles_as_numpy_did() -> None:
@@ -59,22 +74,23 @@ def test_drawing_the_latency_section_and_a_histogram_imports_no_numpy() -> None:
     assert out == ["True", "False"]
 
 
-@settings(max_examples=300, deadline=None)
-@given(value=st.floats(min_value=-1e6, max_value=1e6, allow_nan=False),
-       weight=st.one_of(st.none(), st.floats(min_value=1e-6, max_value=1e6)))
-def test_the_bootstrap_of_one_value_is_numpys_without_numpy(
-        value: float, weight: float | None) -> None:
+@pytest.mark.parametrize("weighted", [False, True])
+def test_the_bootstrap_of_one_value_is_numpys_without_numpy(weighted: bool) -> None:
     """Every resample of one value is that value: the interval is the statistic of it,
     computed as numpy's bootstrap computed it (``v * w / w`` for a ratio)."""
     from groundscope.metrics import bootstrap_ci
 
-    data, w = np.asarray([value]), None if weight is None else np.asarray([weight])
-    idx = np.zeros((1000, 1), dtype=int)
-    means = data[idx].mean(axis=1) if w is None else (data[idx] * w[idx]).sum(axis=1) / w[idx].sum(
-        axis=1)
-    expected = (float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975)))
-    weights = None if weight is None else [weight]
-    assert bootstrap_ci([value], weights=weights) == expected
+    rng = random.Random(5)
+    for _ in range(300):
+        value = rng.choice([0.0, 1.0, 0.1, 1 / 3]) if rng.random() < 0.3 else rng.uniform(-1e6, 1e6)
+        weight = rng.uniform(1e-6, 1e6) if weighted else None
+        data, w = np.asarray([value]), None if weight is None else np.asarray([weight])
+        idx = np.zeros((1000, 1), dtype=int)
+        means = (data[idx].mean(axis=1) if w is None
+                 else (data[idx] * w[idx]).sum(axis=1) / w[idx].sum(axis=1))
+        expected = (float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975)))
+        weights = None if weight is None else [weight]
+        assert bootstrap_ci([value], weights=weights) == expected, (value, weight)
 
 
 _ONE_SAMPLE = """
