@@ -1,6 +1,8 @@
 """The run directory: appended lines survive crashes, resume keys, compaction."""
 
+import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -161,3 +163,25 @@ def test_a_row_it_could_not_read_is_never_written(tmp_path: Path) -> None:
                                                weights=weights), "h1")
     store.close()
     assert [r["sample_id"] for r in read_rows(store.reviews_file("d", "s"), "review")] == ["s0"]
+
+
+@pytest.mark.parametrize("latency", ["Infinity", "NaN", "-inf", -5.0, "-0.5"])
+def test_a_latency_that_is_no_duration_is_one_line_naming_its_row(
+        tmp_path: Path, latency: object) -> None:
+    """A prediction row's ``latency_s`` must be a finite number of seconds, not negative:
+    the string "Infinity" passed as a number, and the page then failed to draw (``report``
+    said ``cannot convert float NaN to integer`` and wrote no page). A number given as a
+    string, as before, still reads."""
+    store = RunStore.create(tmp_path, "m", no_timestamp=True)
+    p = Prediction("s0", "h0", PredictionStatus.OK, Completion("Dog", "m", "stop"), latency_s=0.5)
+    store.append_prediction("d", "s", make_sample(0, tmp_path), p)
+    store.append_prediction("d", "s", make_sample(1, tmp_path), p)
+    store.close()
+    path = store.predictions_file("d", "s")
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[0]["latency_s"] = "1.5"
+    rows[1]["latency_s"] = latency
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(StoreError, match=rf"^{re.escape(str(path))}:2: latency_s: "):
+        list(read_rows(path, "prediction"))
+    assert next(read_rows(path, "prediction"))["latency_s"] == "1.5"

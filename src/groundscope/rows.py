@@ -43,6 +43,7 @@ __all__ = ["KEYS", "Kind", "check_row", "encode_row", "read_rows", "read_rows_nu
 
 Id = StrictStr | StrictInt
 Number = Annotated[float, Field(strict=False)]
+Seconds = Annotated[float, Field(strict=False, ge=0, allow_inf_nan=False)]  # "Infinity": no
 TokenCount = Annotated[StrictInt, Field(ge=0, le=MAX_TOKEN_COUNT)]  # as types.Usage holds them
 Kind = Literal["prediction", "review", "skipped"]
 _loose = with_config(ConfigDict(extra="allow"))  # a row is a dict: TypedDicts, checked fast
@@ -88,7 +89,7 @@ class PredictionRow(TypedDict):
     request_hash: NotRequired[StrictStr]
     prediction: NotRequired[StrictStr | None]
     attempts: NotRequired[StrictInt]
-    latency_s: NotRequired[Number]
+    latency_s: NotRequired[Seconds]
     usage: NotRequired[dict[Literal["prompt_tokens", "completion_tokens", "total_tokens",
                                     "reasoning_tokens", "cached_tokens"], TokenCount] | None]
     sample: SampleRow
