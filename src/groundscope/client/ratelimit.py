@@ -321,7 +321,7 @@ class RateLimiter:
             self.concurrency.succeeded(together)
             self.learned.succeeded(ticket.seq)
         if ticket.seq == self.learned.check:  # neither answered nor refused without a hint
-            self.learned.unchecked(self.admitted)
+            self.learned.unchecked()
         if self.tokens is not None and used is not None and status == 200:
             self.tokens.adjust(ticket.tokens - self.tokens.charge(used), now)
         self.pause_for(pause, now)
