@@ -319,7 +319,7 @@ class RateLimiter:
             # (the endpoint did not take them all at once)
             together = ticket.in_flight if ticket.refused == self.rate_limited else 1
             self.concurrency.succeeded(together)
-            self.learned.succeeded(ticket.seq)
+            self.learned.succeeded(ticket.seq, now)
         if ticket.seq == self.learned.check:  # neither answered nor refused without a hint
             self.learned.unchecked()
         if self.tokens is not None and used is not None and status == 200:
