@@ -85,9 +85,9 @@ class LearnedRate:
 
     Dropping the pacing is itself checked: a true limit with random refusals on top also
     answers checks. If, unpaced, more than :data:`RECHECK_SHARE` (and twice the share
-    refused while paced) of :data:`RECHECK_N` or more requests are refused, the rate it
-    had is taken back for the rest of the run, and every 429 is checked before it cuts
-    (dropped, a 120-a-minute limit with 5% refused at random saw 98% of its requests
+    refused while paced) of :data:`RECHECK_N` or more requests are refused, it is paced
+    again for the rest of the run (:meth:`_recheck`), and every 429 is checked before it
+    cuts (dropped, a 120-a-minute limit with 5% refused at random saw 98% of its requests
     refused).
 
     A measurement that saw no more answers than 429s measured its own pauses, not the

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
-import math
 import time
 from html import escape
 from pathlib import Path
@@ -237,9 +236,9 @@ def _latency(name: str, latencies: list[float]) -> str:
     head = f"<h3>{escape(name)}: request latency</h3>"
     if not latencies:
         return head + "<p>No request was recorded.</p>"
-    ordered = sorted(map(float, latencies))
+    ordered = sorted(map(float, latencies))  # finite, >= 0: rows.py checks latency_s
     p50, p90, p99 = (percentile(ordered, q) for q in (50, 90, 99))
-    top = math.nan if p50 != p50 else ordered[-1]
+    top = ordered[-1]
     chart = histogram("Latency per request (seconds)", latencies, lo=0.0, hi=max(top, 1e-3),
                       bins=30, fmt=lambda v: f"{v:.3g}s", unit="requests", width=560)
     stats = (f'<p class="gs-note">p50 {p50:.3g}s · p90 {p90:.3g}s · p99 {p99:.3g}s · '
