@@ -5,7 +5,8 @@ published replies, waiters, a dead claimer's claim passing on, failed requests n
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 from groundscope.client.cache import CachedChat, ResponseCache
 from groundscope.errors import ModelError
 from groundscope.scaleout.gatekeeper import WorkerGone
-from groundscope.scaleout.registry import RemoteReplies, ReplyRegistry
+from groundscope.scaleout.registry import RemoteReplies, ReplyRegistry, WorkerReplies
 from groundscope.types import Completion, Message, Usage
 
 REPLY = Completion(text="yes", model="judge", finish_reason="stop", usage=Usage(3, 1, 4))
@@ -94,19 +95,45 @@ class Endpoint:
         return None
 
 
-def worker_chat(reg: ReplyRegistry, worker: str, endpoint: Endpoint) -> CachedChat:
+class Actor:
+    """A ReplyRegistry called as a Ray actor handle is (``handle.method.remote(...)``),
+    each call taking ``delay`` seconds (about a millisecond on Ray here); counts the calls
+    by method."""
+
+    def __init__(self, reg: ReplyRegistry, delay: float = 0.0) -> None:
+        self.delay = delay
+        self.calls: Counter[str] = Counter()
+        for name in ("claim", "claim_batch", "settle"):
+            setattr(self, name, SimpleNamespace(remote=self._counted(name, getattr(reg, name))))
+
+    def _counted(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        async def call(*args: Any) -> Any:
+            self.calls[name] += 1
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            return await method(*args)
+        return call
+
+
+def worker_chat(reg: ReplyRegistry | Actor, worker: str, endpoint: Endpoint) -> CachedChat:
     """One worker's judge chat, its cache sharing ``reg`` as a Ray worker's does (the actor's
     methods called in process)."""
-    actor = SimpleNamespace(**{name: SimpleNamespace(remote=getattr(reg, name))
-                               for name in ("claim", "publish", "abandon")})
+    actor = reg if isinstance(reg, Actor) else Actor(reg)
     cache = ResponseCache(None)
-    cache.shared = RemoteReplies(actor, worker, "verify")
+    cache.shared = WorkerReplies(actor, worker).of("verify")
 
     async def connect() -> Any:
         return endpoint
 
     return CachedChat(cache, model_id="judge", api_url="mock", generation_config={},
                       connect=connect)
+
+
+async def settled(chat: CachedChat) -> None:
+    """Wait for what the worker of ``chat`` is handing back to the registry."""
+    shared = chat.cache.shared
+    assert isinstance(shared, RemoteReplies)
+    await shared.replies.aclose()
 
 
 async def test_two_workers_ask_one_request_once_and_a_failure_is_asked_again() -> None:
@@ -120,8 +147,49 @@ async def test_two_workers_ask_one_request_once_and_a_failure_is_asked_again() -
     with pytest.raises(ModelError):
         await first  # w0's request failed: not kept, w1 takes the claim and asks
     assert await asyncio.wait_for(second, 5) == REPLY
+    await settled(b)  # its reply handed back to the registry (within SETTLE_S)
     assert endpoint.requests == 2 and len(reg) == 1
     assert await a.complete(ASK) == REPLY  # from the registry: no request
     assert endpoint.requests == 2 and (a.hits, a.requests, b.requests) == (1, 1, 1)
     assert a.cache.get(a.key(ASK)) == REPLY
 
+
+
+async def test_many_judge_requests_make_few_registry_calls_and_each_is_asked_once() -> None:
+    """A worker's claims go in batches and its replies back in batches: not two actor calls
+    per judge request (one actor serialised every judge request of a Ray run)."""
+    endpoint = Endpoint()
+    endpoint.go.set()
+    reg = ReplyRegistry()
+    actor = Actor(reg, delay=0.001)
+    chats = [worker_chat(actor, w, endpoint) for w in ("w0", "w1")]
+    asks = [[Message("user", f"Is claim {i} true of the image?")] for i in range(150)]
+    # each worker asks 100: 50 of them asked by both (each sent once in the run)
+    replies = await asyncio.gather(*(chat.complete(ask) for chat, part in
+                                     zip(chats, (asks[:100], asks[50:]), strict=True)
+                                     for ask in part))
+    for chat in chats:
+        await settled(chat)
+    assert replies == [REPLY] * 200
+    assert endpoint.requests == 150 and len(reg) == 150 and not reg._claims
+    # was 2 per request (claim, publish): 400. Now a few batches, and one waiting claim for
+    # each request the other worker was asking at that moment
+    assert actor.calls["claim_batch"] + actor.calls["settle"] <= 10, actor.calls
+    assert actor.calls["claim"] <= 50, actor.calls
+    assert sum(chat.requests for chat in chats) == 150 and sum(c.hits for c in chats) == 50
+
+
+async def test_a_claim_granted_to_a_cancelled_asker_passes_on() -> None:
+    """An asker cancelled while its claim was in a batch call: the claim it was granted is
+    handed on, so the other worker asks instead of waiting for ever."""
+    endpoint = Endpoint()
+    reg = ReplyRegistry()
+    actor = Actor(reg, delay=0.001)
+    w0, w1 = WorkerReplies(actor, "w0"), WorkerReplies(actor, "w1")
+    asking = asyncio.ensure_future(w0.claim(("verify", "k")))
+    await asyncio.sleep(0)  # its batch call is out
+    asking.cancel()
+    await asyncio.sleep(0.05)
+    assert asking.cancelled()
+    assert await asyncio.wait_for(w1.claim(("verify", "k")), 5) is None  # w1 holds it now
+    assert reg._claims[("verify", "k")][0] == "w1" and endpoint.requests == 0

@@ -10,13 +10,17 @@ again; so do the claims of a worker that died (:meth:`ReplyRegistry.release_work
 by the driver). The driver runs one as a named Ray actor, seeded on resume with the run's
 cache files; it is plain asyncio (no Ray import), tested without Ray. It holds what the
 run's cache files hold (``Completion`` values: text and counts, no media).
-:class:`RemoteReplies` is a worker's side: the ``client/cache.py`` ``SharedReplies`` of one
-purpose over that actor.
+:class:`WorkerReplies` is a worker's side of that actor, with no call per request: the claims
+made meanwhile go in one call (:meth:`ReplyRegistry.claim_batch`), published replies and
+abandoned claims in one background call (:meth:`ReplyRegistry.settle`); only a claim another
+worker holds waits on a call of its own. :class:`RemoteReplies` is its ``client/cache.py``
+``SharedReplies`` of one purpose.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,6 +28,13 @@ from groundscope.scaleout.gatekeeper import WorkerGone
 from groundscope.types import Completion
 
 Slot = tuple[str, str]  # (purpose, cache key)
+Claimed = Completion | bool  # a slot's claim: its reply, True (the claim is yours), False (wait)
+
+log = logging.getLogger("groundscope")
+# A worker hands back its replies and abandoned claims at most once per SETTLE_S (one
+# call for all, where there was one per judge request): a worker waiting for one of them
+# waits that much longer, nothing else does.
+SETTLE_S = 0.05
 
 
 class ReplyRegistry:
@@ -62,6 +73,29 @@ class ReplyRegistry:
                 return None
             await held[1].wait()  # published, abandoned or its worker died: look again
 
+    async def claim_batch(self, worker: str, slots: list[Slot]) -> list[Claimed]:
+        """:meth:`claim` of many slots, none waiting: for each, its reply, True when
+        ``worker`` now holds its claim, or False when another worker holds it (then
+        :meth:`claim` waits for that worker's reply)."""
+        if worker in self._dead:
+            raise WorkerGone(worker)
+        out: list[Claimed] = []
+        for slot in slots:
+            reply = self._replies.get(slot)
+            if reply is None and slot not in self._claims:
+                self._claims[slot] = (worker, asyncio.Event())
+                self.sent += 1
+            out.append(reply if reply is not None else self._claims[slot][0] == worker)
+        return out
+
+    async def settle(self, worker: str, published: list[tuple[str, str, Completion]],
+                     abandoned: list[Slot]) -> None:
+        """:meth:`publish` and :meth:`abandon` of many slots."""
+        for purpose, key, completion in published:
+            await self.publish(worker, purpose, key, completion)
+        for slot in abandoned:
+            self._end(slot, worker)
+
     async def publish(self, worker: str, purpose: str, key: str, completion: Completion) -> None:
         """Keep a reply; whoever waits for it gets it."""
         slot = (purpose, key)
@@ -91,25 +125,111 @@ class ReplyRegistry:
         return {"replies": len(self._replies), "claims": len(self._claims), "sent": self.sent}
 
 
-class RemoteReplies:
-    """One worker's ``SharedReplies`` of one purpose over a :class:`ReplyRegistry` actor."""
+class WorkerReplies:
+    """One worker's side of a :class:`ReplyRegistry` actor, for every purpose (see the module
+    docstring). Claims made while a claim call is out go in the next one; replies and
+    abandoned claims go back by one background task, one call for all that came meanwhile.
+    ``calls`` counts the actor calls (2 per judge request, one by one)."""
 
-    def __init__(self, actor: Any, worker: str, purpose: str) -> None:
+    def __init__(self, actor: Any, worker: str) -> None:
         self.actor = actor
         self.worker = worker
-        self.purpose = purpose
+        self.calls = 0
+        self._claims: list[tuple[Slot, asyncio.Future[Claimed]]] = []
+        self._published: list[tuple[str, str, Completion]] = []
+        self._abandoned: list[Slot] = []
+        self._claiming: asyncio.Task[None] | None = None
+        self._settling: asyncio.Task[None] | None = None
 
-    async def claim(self, key: str) -> Completion | None:
-        ref = self.actor.claim.remote(self.worker, self.purpose, key)
+    def of(self, purpose: str) -> RemoteReplies:
+        return RemoteReplies(self, purpose)
+
+    async def claim(self, slot: Slot) -> Completion | None:
+        """The reply, waiting while another worker asks for it; None: this worker now holds
+        the claim (it publishes the reply or abandons the claim)."""
+        got: asyncio.Future[Claimed] = asyncio.get_running_loop().create_future()
+        self._claims.append((slot, got))
+        if self._claiming is None or self._claiming.done():
+            self._claiming = asyncio.create_task(self._claim_loop())
         try:
-            reply: Completion | None = await ref
-        except asyncio.CancelledError:  # the claim may be ours: hand it on (best effort)
-            self.actor.abandon.remote(self.worker, self.purpose, key)
+            claimed = await got
+        except asyncio.CancelledError:  # a claim granted before or after is handed on
+            if got.done() and not got.cancelled() and got.exception() is None \
+                    and got.result() is True:
+                self.abandon(slot)
+            raise
+        if claimed is True:
+            return None
+        if claimed is not False:
+            return claimed
+        self.calls += 1  # another worker is asking: wait for its reply (or its claim)
+        try:
+            reply: Completion | None = await self.actor.claim.remote(self.worker, *slot)
+        except asyncio.CancelledError:  # the claim may be ours: hand it on
+            self.abandon(slot)
             raise
         return reply
 
+    def publish(self, slot: Slot, completion: Completion) -> None:
+        self._published.append((*slot, completion))
+        self._settle()
+
+    def abandon(self, slot: Slot) -> None:
+        self._abandoned.append(slot)
+        self._settle()
+
+    async def _claim_loop(self) -> None:
+        while self._claims:
+            batch, self._claims = self._claims, []
+            self.calls += 1
+            try:
+                claimed = await self.actor.claim_batch.remote(self.worker,
+                                                              [slot for slot, _ in batch])
+            except Exception as exc:  # the worker is gone for the registry, or the registry
+                for _, got in batch:
+                    if not got.done():
+                        got.set_exception(exc)
+                continue
+            for (slot, got), one in zip(batch, claimed, strict=True):
+                if not got.done():
+                    got.set_result(one)
+                elif one is True:  # its asker was cancelled: the claim passes on
+                    self.abandon(slot)
+
+    def _settle(self) -> None:
+        if self._settling is None or self._settling.done():
+            self._settling = asyncio.create_task(self._settle_loop())
+
+    async def _settle_loop(self) -> None:
+        while self._published or self._abandoned:
+            await asyncio.sleep(SETTLE_S)  # what comes meanwhile goes in the same call
+            published, self._published = self._published, []
+            abandoned, self._abandoned = self._abandoned, []
+            self.calls += 1
+            try:
+                await self.actor.settle.remote(self.worker, published, abandoned)
+            except Exception as exc:  # the registry is gone: the run is ending
+                log.debug("worker %s: judge replies not shared (%s)", self.worker, exc)
+                return
+
+    async def aclose(self) -> None:
+        """Wait for the replies and abandoned claims being handed back."""
+        if self._settling is not None:
+            await asyncio.gather(self._settling, return_exceptions=True)
+
+
+class RemoteReplies:
+    """One worker's ``SharedReplies`` of one purpose: its :class:`WorkerReplies`."""
+
+    def __init__(self, replies: WorkerReplies, purpose: str) -> None:
+        self.replies = replies
+        self.purpose = purpose
+
+    async def claim(self, key: str) -> Completion | None:
+        return await self.replies.claim((self.purpose, key))
+
     async def publish(self, key: str, completion: Completion) -> None:
-        await self.actor.publish.remote(self.worker, self.purpose, key, completion)
+        self.replies.publish((self.purpose, key), completion)
 
     async def abandon(self, key: str) -> None:
-        await self.actor.abandon.remote(self.worker, self.purpose, key)
+        self.replies.abandon((self.purpose, key))

@@ -33,7 +33,7 @@ from groundscope.plan import plan_scoring
 from groundscope.redaction import Redactor
 from groundscope.scaleout.gatekeeper import GateSpec, LeasedGate
 from groundscope.scaleout.handoff import fetch_keys
-from groundscope.scaleout.registry import RemoteReplies
+from groundscope.scaleout.registry import WorkerReplies
 from groundscope.scoring import Scorer, ScoringContext
 from groundscope.scoring.judge import response_cache
 from groundscope.types import Completion, Sample
@@ -127,7 +127,7 @@ class SampleWorker:
         self._roots = list(roots)
         self._mock_url = mock_url
         self._gates: dict[str, Any] = {}
-        self._replies: Any = None  # the run's ReplyRegistry actor (None: kept per worker)
+        self._replies: WorkerReplies | None = None  # the run's registry (None: kept here)
         self._keys = keys  # (address, token) of the driver's KeyHandoff (a local Ray), or None
         self._specs: dict[str, GateSpec] = {}
         self._made: dict[str, LeasedGate] = {}  # one per endpoint, shared by its clients
@@ -150,7 +150,8 @@ class SampleWorker:
         """Resolve the config here (``$NAME`` from this environment) and build the model
         client and the scorers, over the run's endpoint ``gates`` (``GateKeeper`` actors by
         key) and reply registry; None, or the one line saying why this worker cannot run."""
-        self._gates, self._replies = dict(gates), replies
+        self._gates = dict(gates)
+        self._replies = WorkerReplies(replies, self.worker) if replies is not None else None
         try:
             if self._keys is not None:  # a local Ray started without the keys: the driver's
                 os.environ.update(fetch_keys(*self._keys))
@@ -182,8 +183,7 @@ class SampleWorker:
         return None
 
     def _reply_cache(self, purpose: str) -> ForwardedCache:
-        shared = RemoteReplies(self._replies, self.worker, purpose) if self._replies is not None else None
-        return ForwardedCache(purpose, shared)
+        return ForwardedCache(purpose, self._replies.of(purpose) if self._replies is not None else None)
 
     async def run(self, tasks: list[Task]) -> AsyncIterator[list[Event]]:
         """Evaluate ``tasks`` concurrently; yield their predictions, scores and ends in
@@ -238,4 +238,5 @@ class SampleWorker:
             await self._client.aclose()
         if self._scoring is not None:
             await self._scoring.aclose()
-
+        if self._replies is not None:
+            await self._replies.aclose()
