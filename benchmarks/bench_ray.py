@@ -6,6 +6,7 @@ Run by hand (needs ``pip install 'groundscope[ray,video]'``; not part of the tes
     python benchmarks/bench_ray.py --n 2000
     python benchmarks/bench_ray.py --media png      # N=160, one 1000x1000 noise PNG each
     python benchmarks/bench_ray.py --media png --n 400 --px 1400
+    python benchmarks/bench_ray.py --rounds 5       # local, 1 worker, 2 workers, 5 times over
 
 Two simulator processes: one serves the model, the other an LLM judge that sees the media
 too (``judge.multimodal``). ``--media video`` (the default): each record has its own short
@@ -19,12 +20,16 @@ starts its own actors (one process per worker and per endpoint gate): the "strea
 column leaves that start-up out (the Ray driver's dispatch phase alone; for the local run,
 its item loop), "end to end" keeps it and the reports. "CPU" is this process's CPU time
 (the driver's, for a Ray run: what it kept of the work), in total and per sample.
+``--rounds K`` runs the three K times in turn and prints each round's ratios and their
+median: the ratios of one round are of runs seconds apart, so a machine's load that comes
+and goes moves them less than the rates.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -165,6 +170,8 @@ def main() -> None:
     parser.add_argument("--media", choices=("video", "png"), default="video",
                         help="one short clip per record (video_frames 8) or one noise PNG")
     parser.add_argument("--px", type=int, default=1000, help="PNG side in pixels (--media png)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run local, 1 worker, 2 workers this many times in turn")
     args = parser.parse_args()
     args.n = args.n or (800 if args.media == "video" else 160)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -172,6 +179,8 @@ def main() -> None:
     import ray
 
     from groundscope import run_task
+    from groundscope.client.mediaprep import PREPARED
+    from groundscope.media.wire import CACHE
 
     if args.media == "video":
         data, media, task_extra = clip_dataset(args.n), "clips", {"video_frames": 8}
@@ -188,48 +197,61 @@ def main() -> None:
           f"on two simulator processes; eval_batch_size 16, judge_concurrency 16; "
           f"{os.cpu_count()} CPUs (shared), load average {_load()}")
     _time_streaming()
-    rates: dict[str, float] = {}
     profile: dict[str, dict[str, float]] = {}
     sent: dict[str, dict[str, int]] = {}  # prompt tokens per step: the same requests each run
+    ratios: list[dict[str, float]] = []
     runs = (("local (1 process)", {}), ("ray, 1 worker", {"executor": "ray", "workers": 1}),
             ("ray, 2 workers", {"executor": "ray", "workers": 2}))
     with simulator_process(data) as model_url, simulator_process(data) as judge_url, \
             tempfile.TemporaryDirectory() as tmp:
         print(f"  {'':<18} {'end to end':>22} {'streaming':>22}  {'CPU':>7} {'CPU/sample':>10}  "
               "prompt tokens sent")
-        for label, extra in runs:
-            work = Path(tmp) / label.replace(" ", "_").replace(",", "")
-            PHASE.clear()
-            t0, cpu0, children = time.perf_counter(), time.process_time(), ChildCPU()
-            report = run_task(_task(model_url, judge_url, data, work, **task_extra, **extra))
-            wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-            profile[label] = children.stop()
-            summary = report.dataset("general_vqa").summary
-            assert summary.succeeded == args.n, summary
-            sent[label] = {step: sum(e.billed.prompt_tokens for e in by_model.values())
-                           for step, by_model in summary.usage.steps.items()}
-            rates[label] = args.n / wall
-            stream = PHASE.get("streaming")
-            if stream:
-                rates[f"{label} streaming"] = args.n / stream
-            shown = f"{stream:6.1f} s {args.n / stream:7.1f}/s" if stream else f"{'-':>22}"
-            tokens = ", ".join(f"{step} {n / 1e6:.2f}M" for step, n in sorted(sent[label].items()))
-            print(f"  {label:<18} {wall:6.1f} s {rates[label]:7.1f}/s  {shown}  {cpu:5.1f} s "
-                  f"{1000 * cpu / args.n:7.2f} ms  {tokens}")
+        for round_ in range(args.rounds):
+            rates: dict[str, float] = {}
+            for label, extra in runs:
+                work = Path(tmp) / f"{round_}-{label.replace(' ', '_').replace(',', '')}"
+                PHASE.clear()
+                PREPARED.clear()  # each run cold, as a new process is (a Ray worker is)
+                CACHE.clear()
+                t0, cpu0, children = time.perf_counter(), time.process_time(), ChildCPU()
+                report = run_task(_task(model_url, judge_url, data, work, **task_extra, **extra))
+                wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+                profile[label] = children.stop()
+                summary = report.dataset("general_vqa").summary
+                assert summary.succeeded == args.n, summary
+                sent[label] = {step: sum(e.billed.prompt_tokens for e in by_model.values())
+                               for step, by_model in summary.usage.steps.items()}
+                rates[label] = args.n / wall
+                stream = PHASE.get("streaming")
+                if stream:
+                    rates[f"{label} streaming"] = args.n / stream
+                shown = f"{stream:6.1f} s {args.n / stream:7.1f}/s" if stream else f"{'-':>22}"
+                tokens = ", ".join(f"{step} {n / 1e6:.2f}M"
+                                   for step, n in sorted(sent[label].items()))
+                print(f"  {label:<18} {wall:6.1f} s {rates[label]:7.1f}/s  {shown}  {cpu:5.1f} s "
+                      f"{1000 * cpu / args.n:7.2f} ms  {tokens}")
+            ratios.append(_ratios(rates))
     ray.shutdown()
     print(f"load average after: {_load()}")
-    print("CPU per sample by process (ms): driver, and the processes below it")
+    print("CPU per sample by process (ms, the last round): driver, and the processes below it")
     for label, kinds in profile.items():
         print(f"  {label:<18} " + ", ".join(f"{k} {1000 * v / args.n:.2f}"
                                            for k, v in sorted(kinds.items())))
     assert len({tuple(sorted(t.items())) for t in sent.values()}) == 1, \
         f"the runs did not send the same requests: {sent}"
+    for name in ratios[0]:
+        each = [r[name] for r in ratios]
+        rounds = f" (rounds: {', '.join(f'{x:.2f}' for x in each)})" if len(each) > 1 else ""
+        print(f"  {name}: {statistics.median(each):.2f}x{rounds}")
+
+
+def _ratios(rates: dict[str, float]) -> dict[str, float]:
+    out = {}
     for kind in ("", " streaming"):
         one = rates[f"ray, 1 worker{kind}"]
-        print(f"  ray 1 worker / local{kind or ' end to end'}: "
-              f"{one / rates[f'local (1 process){kind}']:.2f}x; 2 workers / 1 worker: "
-              f"{rates[f'ray, 2 workers{kind}'] / one:.2f}x")
-
+        out[f"ray 1 worker / local{kind or ' end to end'}"] = one / rates[f"local (1 process){kind}"]
+        out[f"2 workers / 1 worker{kind or ' end to end'}"] = rates[f"ray, 2 workers{kind}"] / one
+    return out
 
 if __name__ == "__main__":
     main()
