@@ -53,6 +53,9 @@ def test_a_merge_killed_midway_leaves_nothing_report_accepts(tmp_path: Path) -> 
             assert done.returncode == 2, (args, done.stdout[-500:], done.stderr[-500:])
             err = done.stderr.strip()
             assert len(err.splitlines()) == 1 and "unfinished groundscope merge" in err, err
+    # merging again into the same folder clears the killed merge's temporary directory
+    assert run_cli("merge", *map(str, shards), "--work-dir", str(out), cwd=tmp_path).returncode == 0
+    assert not [d for d in os.listdir(out) if d.startswith(".merge-")]
 
 
 def test_a_finished_merge_has_its_marker_and_no_leftovers(tmp_path: Path) -> None:
@@ -71,3 +74,48 @@ def test_report_on_an_interrupted_eval_reads_it_and_says_how_to_resume(tmp_path:
     done = run_cli("report", str(shard), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "the run did not finish" in done.stderr and f"--use-cache {shard}" in done.stderr
+
+
+def _ended_pid() -> int:
+    """The pid of a process that has ended."""
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)
+    return int(child.stdout)
+
+
+def test_the_next_merge_removes_what_a_killed_merge_left_and_nothing_else(tmp_path: Path) -> None:
+    """A merge killed with SIGKILL leaves its hidden temporary directory (rows and all);
+    the next merge into the same folder removes it. It leaves alone: one whose merge is
+    running (its process alive, its lock held), one not marked unfinished, and a link."""
+    shards = real_shards(tmp_path)
+    out = tmp_path / "merged"
+    out.mkdir()
+    dead = _ended_pid()
+    stale = out / f".merge-{dead}-20261205_000000"
+    (stale / "predictions").mkdir(parents=True)
+    (stale / "predictions" / "general_vqa.jsonl").write_text('{"sample_id": "1"}\n')
+    (stale / MERGING_FILE).write_text("groundscope merge in progress\n")
+    unmarked = out / f".merge-{dead}-20261205_000001"
+    unmarked.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / MERGING_FILE).write_text("")
+    (out / f".merge-{dead}-20261205_000002").symlink_to(elsewhere)
+    running = out / ".merge-placeholder"  # renamed below to its holder's pid
+    running.mkdir()
+    (running / MERGING_FILE).write_text("groundscope merge in progress\n")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys, time\n"
+         f"fd = os.open({str(running / '.groundscope.lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+         "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(120)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        live = running.rename(out / f".merge-{holder.pid}-20261205_000003")
+        report = merge_runs(shards, out)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not stale.exists()
+    assert unmarked.is_dir() and live.is_dir() and (elsewhere / MERGING_FILE).exists()
+    assert (Path(report.run_dir) / "merge.json").is_file()

@@ -20,6 +20,7 @@ the shards overlap. Judge reply caches (``cache/``) are not merged.
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 import os
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
@@ -38,9 +39,12 @@ from groundscope.rescore import load_run_config, rebuild_report
 from groundscope.resume import config_changes
 from groundscope.rows import Kind, read_rows
 from groundscope.rundir import MERGING_FILE, check_not_merging, read_run_config
+from groundscope.runlock import lock_dir, unlock_dir
 from groundscope.sharding import parse_shard
 from groundscope.store import MEDIA_ROOTS_KEY, RunStore, latest_rows, subset_file_name
 from groundscope.summary import EndpointLimits, read_rate_limits, write_rate_limits
+
+log = logging.getLogger("groundscope")
 
 __all__ = ["merge_runs"]
 
@@ -176,6 +180,7 @@ def _write_merged(shards: Sequence[_Shard], work_dir: Path) -> Path:
     renamed into place: a merge killed at any moment leaves no directory that reads as a
     complete run (``rundir.check_not_merging``)."""
     first = shards[0]
+    _sweep_staging(work_dir)
     stamp = _dt.datetime.now().strftime("%Y%m%d_%H%M%S")
     out = RunStore.create(work_dir / f".merge-{os.getpid()}-{stamp}", first.cfg.model_name,
                           no_timestamp=True)
@@ -209,6 +214,46 @@ def _write_merged(shards: Sequence[_Shard], work_dir: Path) -> Path:
     finally:
         out.unlock()
     return final
+
+
+def _sweep_staging(work_dir: Path) -> None:
+    """Remove the temporary directories merges killed before left in ``work_dir``: hidden
+    ``.merge-<pid>-<stamp>`` directories (not links) still marked unfinished, whose process
+    is gone and whose lock no process holds (a merge running now holds its own, and its
+    process is alive also between its unlock and its rename)."""
+    try:
+        entries = [e for e in os.scandir(work_dir) if e.name.startswith(".merge-")]
+    except OSError:
+        return
+    for entry in entries:
+        path = Path(entry.path)
+        pid = entry.name.split("-")[1]
+        if not entry.is_dir(follow_symlinks=False) or not (path / MERGING_FILE).is_file() \
+                or not pid.isdigit() or _alive(int(pid)):
+            continue
+        try:
+            if not lock_dir(path):
+                continue
+        except StoreError:  # a merge writing it now, or a lock file that is not one
+            continue
+        try:
+            shutil.rmtree(path)
+            log.info("merge: removed %s, left by a merge that was killed", path)
+        except OSError as exc:
+            log.warning("merge: could not remove %s, left by a killed merge: %s", path, exc)
+        finally:
+            unlock_dir(path)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user's counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
 
 
 def _rate_limits(shards: Sequence[_Shard]) -> dict[str, EndpointLimits]:
