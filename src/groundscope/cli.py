@@ -113,8 +113,9 @@ def _cmd_report(ns: argparse.Namespace) -> int:
     report = rebuild_report(ns.run_dirs[0])
     print(report.table())
     _print_warnings(report)
-    if (Path(report.run_dir) / "report.html").exists():
-        print(f"HTML report: {visible(Path(report.run_dir) / 'report.html')}")
+    if report.page is None:  # the JSON reports are written; the error line said why not
+        return 1
+    print(f"HTML report: {visible(Path(report.page))}")
     return 0
 
 

@@ -164,10 +164,11 @@ async def _process_run_in_roots(run_dir: Path, cfg: TaskConfig, *, rescore: bool
         # the JSON reports are written; a rendering failure must not undo them. A merge's
         # page is an end-of-run page (bounded: memory does not grow with the rows); report
         # rebuilds it with more samples (report/embed.py: REPORT_SAMPLES)
-        write_page(run_dir, end_of_run=merging)
+        page = write_page(run_dir, end_of_run=merging)
     finally:
         store.unlock()
-    return Report(run_dir=str(run_dir), model=cfg.model_name, datasets=reports)
+    return Report(run_dir=str(run_dir), model=cfg.model_name, datasets=reports,
+                  page=None if page is None else str(page))
 
 
 def _planned(cfg: TaskConfig, name: str, ctx: ScoringContext, notes: Sequence[str]) -> DatasetRun:

@@ -387,5 +387,6 @@ class Runner:
         page = write_page(self.run_dir, end_of_run=True)
         if page is not None:
             log.info("HTML report: %s", page)
-        return Report(run_dir=str(self.run_dir), model=cfg.model_name, datasets=out)
+        return Report(run_dir=str(self.run_dir), model=cfg.model_name, datasets=out,
+                      page=None if page is None else str(page))
 

@@ -82,12 +82,14 @@ class Report(Mapping[str, DatasetReport]):
     (['general_vqa'], 0.5, False)
     """
 
-    __slots__ = ("_by_name", "datasets", "model", "run_dir")
+    __slots__ = ("_by_name", "datasets", "model", "page", "run_dir")
 
-    def __init__(self, run_dir: str, model: str, datasets: Sequence[DatasetReport]) -> None:
+    def __init__(self, run_dir: str, model: str, datasets: Sequence[DatasetReport],
+                 page: str | None = None) -> None:
         self.run_dir = str(run_dir)
         self.model = model
         self.datasets = list(datasets)
+        self.page = page  # report.html as written now; None: not written (the log says why)
         self._by_name = {d.dataset: d for d in self.datasets}
 
     def __getitem__(self, name: str) -> DatasetReport:
