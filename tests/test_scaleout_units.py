@@ -313,3 +313,24 @@ async def test_a_batch_holds_at_most_batch_events(monkeypatch: pytest.MonkeyPatc
     batches, _ = await _batches(300)
     assert _in_order(batches, 300)
     assert max(map(len, batches)) == 100 and len(batches) >= 9
+
+
+async def test_a_worker_sets_its_scorers_up_in_the_background_as_it_starts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ray worker builds the English tokenizer (nltk's import, ~0.3 s) in a background
+    thread as it starts, as the local runner does once its first wave is out: it built it
+    on its event loop at the first BLEU score, with every request of the worker waiting."""
+    import threading
+
+    from groundscope.scoring import english
+
+    built: list[str] = []
+    monkeypatch.setattr(english, "warm_up", lambda: built.append(threading.current_thread().name))
+    cfg = load_config(_cfg(model="m"))
+    worker = SampleWorker("w0", shipping.shipped_config(cfg), cfg.api_url, [], None)
+    assert await worker.start({"model": object()}) is None
+    for thread in threading.enumerate():
+        if thread.name == "groundscope-warm-up":
+            thread.join(10)
+    await worker.close()
+    assert built == ["groundscope-warm-up"]

@@ -47,7 +47,7 @@ class SideWork:
         Idempotent."""
         warms, self._warms = self._warms, None
         if warms:
-            _thread("groundscope-warm-up", lambda: [_quietly(fn) for fn in warms])
+            _warm(warms)
 
     def close(self) -> None:
         """Wait for the thumbnails (the page is written next)."""
@@ -64,6 +64,19 @@ class SideWork:
         for ref in sample.media():
             if ref.kind is Modality.IMAGE:
                 self._thumbs.offer(ref)  # a local file inside the media roots, else ignored
+
+
+def warm_scorers(scorer_lists: Sequence[Sequence[Any]]) -> None:
+    """The scorers' one-off set-up (each once), in a background thread: what a Ray worker
+    does as it starts, the runner once its first wave is out."""
+    warms = {id(w): w for scorers in scorer_lists for s in scorers
+             if (w := getattr(s, "warm", None)) is not None}
+    if warms:
+        _warm(list(warms.values()))
+
+
+def _warm(warms: list[Callable[[], None]]) -> None:
+    _thread("groundscope-warm-up", lambda: [_quietly(fn) for fn in warms])
 
 
 def _thread(name: str, target: Callable[[], object]) -> None:

@@ -36,6 +36,7 @@ from groundscope.scaleout.handoff import fetch_keys
 from groundscope.scaleout.registry import WorkerReplies
 from groundscope.scoring import Scorer, ScoringContext
 from groundscope.scoring.judge import response_cache
+from groundscope.sidework import warm_scorers
 from groundscope.types import Completion, Sample
 
 Key = tuple[str, str, str, int]  # (dataset, subset, sample id, repeat)
@@ -167,6 +168,7 @@ class SampleWorker:
         scoring.judge_gate = lambda model: self._gate(judge_gate_key(model), limit)
         scoring.reply_cache = self._reply_cache
         self._scorers = {name: plan_scoring(cfg, name, scoring).scorers for name in cfg.datasets}
+        warm_scorers(list(self._scorers.values()))  # the tokenizers, while the chunks come
         self._scoring = scoring
         self._redact = Redactor(cfg.secrets()).redact
         api = cfg.simulator.api if cfg.eval_type == "mock" else cfg.eval_type
