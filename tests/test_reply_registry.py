@@ -193,3 +193,25 @@ async def test_a_claim_granted_to_a_cancelled_asker_passes_on() -> None:
     assert asking.cancelled()
     assert await asyncio.wait_for(w1.claim(("verify", "k")), 5) is None  # w1 holds it now
     assert reg._claims[("verify", "k")][0] == "w1" and endpoint.requests == 0
+
+
+async def test_a_claim_handed_on_goes_before_the_same_workers_next_claim() -> None:
+    """w0's request failed (its claim handed on) and another of w0's samples asks the same
+    request at once: one of them asks, the other waits. When the hand-on waited for the
+    next batch of replies, w0 was granted the slot it still held, asked again, and then the
+    hand-on let w1 ask too, both at once (seen as a judge request billed twice)."""
+    reg = ReplyRegistry()
+    actor = Actor(reg, delay=0.001)
+    w0, w1 = WorkerReplies(actor, "w0"), WorkerReplies(actor, "w1")
+    slot = ("verify", "k")
+    assert await w0.claim(slot) is None  # w0 asks
+    waiting = await started(w1.claim(slot))
+    await asyncio.sleep(0.01)
+    w0.abandon(slot)  # its request failed
+    assert await w0.claim(slot) is None  # w0's next sample asks again
+    await asyncio.sleep(0.1)  # longer than SETTLE_S: nothing else is handed on meanwhile
+    assert not waiting.done()  # w1 waits for w0's second request, it does not send its own
+    w0.publish(slot, REPLY)
+    assert await asyncio.wait_for(waiting, 5) == REPLY
+    await w0.aclose()
+    assert reg.sent == 2 and len(reg) == 1

@@ -20,6 +20,7 @@ worker holds waits on a call of its own. :class:`RemoteReplies` is its ``client/
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -31,9 +32,11 @@ Slot = tuple[str, str]  # (purpose, cache key)
 Claimed = Completion | bool  # a slot's claim: its reply, True (the claim is yours), False (wait)
 
 log = logging.getLogger("groundscope")
-# A worker hands back its replies and abandoned claims at most once per SETTLE_S (one
-# call for all, where there was one per judge request): a worker waiting for one of them
-# waits that much longer, nothing else does.
+# A worker hands back its replies at most once per SETTLE_S (one call for all, where there
+# was one per judge request): a worker waiting for one of them waits that much longer,
+# nothing else does. An abandoned claim goes at once, and before any later claim of the
+# same worker (else that worker could be granted the slot it still held and send the
+# request again while the waiter it was handed to sends it too).
 SETTLE_S = 0.05
 
 
@@ -73,10 +76,14 @@ class ReplyRegistry:
                 return None
             await held[1].wait()  # published, abandoned or its worker died: look again
 
-    async def claim_batch(self, worker: str, slots: list[Slot]) -> list[Claimed]:
+    async def claim_batch(self, worker: str, slots: list[Slot],
+                          abandoned: list[Slot] | None = None) -> list[Claimed]:
         """:meth:`claim` of many slots, none waiting: for each, its reply, True when
         ``worker`` now holds its claim, or False when another worker holds it (then
-        :meth:`claim` waits for that worker's reply)."""
+        :meth:`claim` waits for that worker's reply). ``abandoned``: claims ``worker``
+        hands on first (its failed requests, :meth:`abandon`)."""
+        for slot in abandoned or ():
+            self._end(slot, worker)
         if worker in self._dead:
             raise WorkerGone(worker)
         out: list[Claimed] = []
@@ -140,6 +147,7 @@ class WorkerReplies:
         self._abandoned: list[Slot] = []
         self._claiming: asyncio.Task[None] | None = None
         self._settling: asyncio.Task[None] | None = None
+        self._urgent: asyncio.Event | None = None  # set: an abandoned claim waits to go
 
     def of(self, purpose: str) -> RemoteReplies:
         return RemoteReplies(self, purpose)
@@ -177,14 +185,21 @@ class WorkerReplies:
     def abandon(self, slot: Slot) -> None:
         self._abandoned.append(slot)
         self._settle()
+        self._wake().set()
+
+    def _wake(self) -> asyncio.Event:
+        if self._urgent is None:
+            self._urgent = asyncio.Event()
+        return self._urgent
 
     async def _claim_loop(self) -> None:
         while self._claims:
             batch, self._claims = self._claims, []
+            abandoned, self._abandoned = self._abandoned, []  # handed on before these
             self.calls += 1
             try:
-                claimed = await self.actor.claim_batch.remote(self.worker,
-                                                              [slot for slot, _ in batch])
+                claimed = await self.actor.claim_batch.remote(
+                    self.worker, [slot for slot, _ in batch], abandoned)
             except Exception as exc:  # the worker is gone for the registry, or the registry
                 for _, got in batch:
                     if not got.done():
@@ -201,8 +216,12 @@ class WorkerReplies:
             self._settling = asyncio.create_task(self._settle_loop())
 
     async def _settle_loop(self) -> None:
+        urgent = self._wake()
         while self._published or self._abandoned:
-            await asyncio.sleep(SETTLE_S)  # what comes meanwhile goes in the same call
+            if not self._abandoned:  # replies only: what comes meanwhile goes in one call
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(urgent.wait(), SETTLE_S)
+            urgent.clear()
             published, self._published = self._published, []
             abandoned, self._abandoned = self._abandoned, []
             self.calls += 1
