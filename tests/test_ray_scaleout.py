@@ -147,6 +147,48 @@ def test_peak_in_flight_never_exceeds_the_batch_size_across_workers(
     assert stats["peak_in_flight"] == BATCH  # reached, never passed (2 workers x 3 would be 6)
 
 
+def _kill_workers_as_they_start(monkeypatch: pytest.MonkeyPatch, *wids: str) -> None:
+    """Kill the named workers once made and before their start() is asked (the driver makes
+    the reply registry in between)."""
+    import ray
+
+    from groundscope.scaleout import driver
+
+    made = driver.RayDriver._start_registry
+
+    async def and_kill(self: Any, *args: Any) -> None:
+        await made(self, *args)
+        for wid in wids:
+            ray.kill(self._workers[wid], no_restart=True)
+
+    monkeypatch.setattr(driver.RayDriver, "_start_registry", and_kill)
+
+
+def test_a_worker_that_dies_as_it_starts_loses_nothing(
+        ray_address: str, data: Path, samples: list, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its part goes to the other worker (it was a RayActorError out of the run, exit 1
+    with a traceback and no row)."""
+    _kill_workers_as_they_start(monkeypatch, "w0")
+    with SimulatorServer(samples, BEHAVIOUR) as url:
+        report = run_task(task(url, data, tmp_path / "run", executor="ray", workers=2))
+    assert_exactly_once(tmp_path / "run", {s.id for s in samples})
+    log = "".join(p.read_text() for p in (Path(report.run_dir) / "logs").glob("*.log"))
+    assert "Ray worker w0 died" in log and "Ray: 1 workers" in log
+
+
+def test_every_worker_dying_as_it_starts_is_one_line(
+        ray_address: str, data: Path, samples: list, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from groundscope.errors import GroundscopeError
+
+    _kill_workers_as_they_start(monkeypatch, "w0", "w1")
+    with pytest.raises(GroundscopeError) as err, SimulatorServer(samples, BEHAVIOUR) as url:
+        run_task(task(url, data, tmp_path / "run", executor="ray", workers=2))
+    text = str(err.value)
+    assert "\n" not in text and "every Ray worker died as it started" in text
+
+
 def _run_in_thread(cfg: dict[str, Any]) -> tuple[threading.Thread, dict[str, Any]]:
     result: dict[str, Any] = {}
 

@@ -178,16 +178,26 @@ class RayDriver:
         seeds = sorted((run_dir / "cache").glob("*.jsonl")) if run_dir is not None else []
         if n > 1 or seeds:  # one worker's own cache is the run's (nothing to share)
             await self._start_registry(max(1000, 4 * live), seeds)
+        from ray.exceptions import RayActorError
+
         try:
-            problems = await asyncio.gather(*(w.start.remote(self._gates, self._registry)
-                                              for w in self._workers.values()))
+            started = await asyncio.gather(*(w.start.remote(self._gates, self._registry)
+                                             for w in self._workers.values()),
+                                           return_exceptions=True)
         finally:
             if handoff is not None:
                 await handoff.close()
-        problem = next((p for p in problems if p), None)
-        if problem:
-            raise GroundscopeError(problem)
-        log.info("Ray: %d workers, chunks of %d samples", n, self._chunk)
+        for wid, result in zip(list(self._workers), started, strict=True):
+            if isinstance(result, RayActorError):  # it died starting: the others do its part
+                await self._worker_died(wid)
+            elif isinstance(result, BaseException):
+                raise result
+            elif result:
+                raise GroundscopeError(result)
+        if not self._workers:
+            raise GroundscopeError("every Ray worker died as it started; nothing was sent "
+                                   "(the workers' logs are in Ray's session directory)")
+        log.info("Ray: %d workers, chunks of %d samples", len(self._workers), self._chunk)
 
     @staticmethod
     def _here() -> dict[str, Any]:
