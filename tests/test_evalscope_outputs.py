@@ -272,8 +272,12 @@ def test_a_run_directory_of_schema_1_is_still_read(tmp_path: Path) -> None:
     assert n > 0 and compare_runs([run_dir, run_dir]).matched == {"general_vqa": n}
     proc = run_cli("report", str(run_dir), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+    assert "did not finish" not in proc.stderr and "report.html" not in proc.stderr
     assert (folder / "general_vqa.groundscope.json").exists()
     assert is_report_json(json.loads((folder / "general_vqa.json").read_text()))
+    # the page, and report again, read the rebuilt run (its config still says schema 1)
+    assert load_run(run_dir).reports[0].summary.succeeded == n
+    assert run_cli("report", str(run_dir), cwd=tmp_path).returncode == 0
 
 
 @pytest.mark.slow

@@ -129,15 +129,19 @@ async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescor
     # the run's honoured roots and --media-root given now, never this cwd
     with media_roots_in_force((*saved_media_roots(config, run_dir), *chosen_media_roots())):
         return await _process_run_in_roots(run_dir, cfg, rescore=rescore, notes=notes,
-                                           merging=merging)
+                                           merging=merging,
+                                           schema_1=config.get("schema_version") == 1)
 
 
 async def _process_run_in_roots(run_dir: Path, cfg: TaskConfig, *, rescore: bool,
-                                notes: Sequence[str] = (), merging: bool = False) -> Report:
+                                notes: Sequence[str] = (), merging: bool = False,
+                                schema_1: bool = False) -> Report:
     store = RunStore(run_dir, cfg.model_name, legacy_model=cfg.model_id or cfg.model).lock()
     store.resume_hint = (f"the saved reviews are unchanged: free some space, then run "
                          f"groundscope {'score' if rescore else 'report'} {run_dir} again")
-    unfinished = [name for name in cfg.datasets if not store.report_file(name).is_file()]
+    # a finished run has its report; a run of schema 1 had it at EvalScope's <dataset>.json
+    unfinished = [name for name in cfg.datasets if not store.report_file(name).is_file()
+                  and not (schema_1 and store.evalscope_report_file(name).is_file())]
     if unfinished and not merging:  # an interrupted eval: resumable
         logging.getLogger("groundscope").warning(
             "%s: the run did not finish (no report of %s yet): this covers only the "

@@ -152,10 +152,17 @@ class RunData:
 def report_files(folder: Path, schema_version: int) -> list[Path]:
     """groundscope's report files in ``reports/<model>/``: ``<dataset>.groundscope.json``;
     in a run directory of schema 1 (before EvalScope's files took ``<dataset>.json``),
-    ``<dataset>.json``."""
+    ``<dataset>.json``, unless ``groundscope report`` has since written the dataset's
+    ``<dataset>.groundscope.json`` (and EvalScope's file over the old one)."""
     if not folder.is_dir():
         return []
-    return sorted(folder.glob(f"*{REPORT_SUFFIX}" if schema_version >= 2 else "*.json"))
+    ours = list(folder.glob(f"*{REPORT_SUFFIX}"))
+    if schema_version >= 2:
+        return sorted(ours)
+    rebuilt = {p.name[:-len(REPORT_SUFFIX)] for p in ours}
+    legacy = [p for p in folder.glob("*.json")
+              if not p.name.endswith(REPORT_SUFFIX) and p.name[:-len(".json")] not in rebuilt]
+    return sorted(ours + legacy)
 
 
 def _read_report(path: Path) -> DatasetReport:
