@@ -135,8 +135,9 @@ class ReplyRegistry:
 class WorkerReplies:
     """One worker's side of a :class:`ReplyRegistry` actor, for every purpose (see the module
     docstring). Claims made while a claim call is out go in the next one; replies and
-    abandoned claims go back by one background task, one call for all that came meanwhile.
-    ``calls`` counts the actor calls (2 per judge request, one by one)."""
+    abandoned claims go back by one background task, one call for all that came meanwhile
+    (an abandoned claim at once, or in the next claim call). ``calls`` counts the actor
+    calls (one by one, they were 2 per judge request)."""
 
     def __init__(self, actor: Any, worker: str) -> None:
         self.actor = actor
