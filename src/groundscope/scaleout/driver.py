@@ -197,7 +197,9 @@ class RayDriver:
         if not self._workers:
             raise GroundscopeError("every Ray worker died as it started; nothing was sent "
                                    "(the workers' logs are in Ray's session directory)")
-        log.info("Ray: %d workers, chunks of %d samples", len(self._workers), self._chunk)
+        alive = len(self._workers)
+        log.info("Ray: %d worker%s, chunks of %d samples", alive, "" if alive == 1 else "s",
+                 self._chunk)
 
     @staticmethod
     def _here() -> dict[str, Any]:
