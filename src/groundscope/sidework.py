@@ -29,10 +29,8 @@ class SideWork:
     def __init__(self, scorer_lists: Sequence[Sequence[Any]]) -> None:
         from groundscope.report.embed import ThumbnailPrefetch
 
-        warms = {id(w): w for scorers in scorer_lists for s in scorers
-                 if (w := getattr(s, "warm", None)) is not None}
-        self._warms: list[Callable[[], None]] | None = list(warms.values()) or None
-        self._chinese_pending = bool(warms)  # only text metrics tokenize Chinese
+        self._warms: list[Callable[[], None]] | None = _warms_of(scorer_lists) or None
+        self._chinese_pending = bool(self._warms)  # only text metrics tokenize Chinese
         self._thumbs = ThumbnailPrefetch()
 
     def loaded(self, sample: Sample) -> None:
@@ -69,10 +67,16 @@ class SideWork:
 def warm_scorers(scorer_lists: Sequence[Sequence[Any]]) -> None:
     """The scorers' one-off set-up (each once), in a background thread: what a Ray worker
     does as it starts, the runner once its first wave is out."""
+    warms = _warms_of(scorer_lists)
+    if warms:
+        _warm(warms)
+
+
+def _warms_of(scorer_lists: Sequence[Sequence[Any]]) -> list[Callable[[], None]]:
+    """The scorers' set-up functions, each once."""
     warms = {id(w): w for scorers in scorer_lists for s in scorers
              if (w := getattr(s, "warm", None)) is not None}
-    if warms:
-        _warm(list(warms.values()))
+    return list(warms.values())
 
 
 def _warm(warms: list[Callable[[], None]]) -> None:

@@ -154,7 +154,7 @@ class RayDriver:
         cpus = float(ray.cluster_resources().get("CPU", n))
         keys = (await handoff.open(), handoff.token) if handoff is not None else None
         # the workers first: they take the worker processes Ray has started ahead, so their
-        # imports (~0.3 s) overlap the start of the gates' processes (0.85 -> 0.57 s before
+        # imports (~0.3 s) overlap the start of the gates' processes (0.85 -> 0.66 s before
         # the first chunk, bench_ray, 1 worker)
         actor = ray.remote(SampleWorker)
         for i in range(n):
