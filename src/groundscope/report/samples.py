@@ -103,18 +103,23 @@ def sample_flags(reviews: list[dict[str, Any]]) -> list[str]:
 
 
 def sample_record(row: SampleRow, primary: str | None, media: MediaTable,
-                  where: tuple[int, int]) -> dict[str, Any]:
-    """The JSON record of one (sample, repeat); ``where`` = (dataset index, subset index)."""
+                  where: tuple[int, int], bases: dict[str, Path | None]) -> dict[str, Any]:
+    """The JSON record of one (sample, repeat); ``where`` = (dataset index, subset index);
+    ``bases``: the media base folder of each origin file met so far (filled in here: one
+    ``realpath`` per dataset file, not per sample)."""
     pred = row.prediction
     sample = pred.get("sample") or {}
     origin = str(sample.get("origin", ""))
+    origin_file = origin.rpartition(":")[0]
+    if origin_file not in bases:
+        bases[origin_file] = origin_dir(origin, media_roots())
     outcome, value = row.outcome(primary)
     rec: dict[str, Any] = {
         "id": row.sample_id, "repeat": row.repeat, "ds": where[0], "sub": where[1],
         "origin": origin, "outcome": outcome, "pv": None if value is None else round(value, 4),
         "status": pred.get("status"), "latency": pred.get("latency_s"),
         "attempts": pred.get("attempts"), "question": _cut(sample.get("question", "")),
-        "messages": _messages(sample.get("messages") or [], media, origin_dir(origin, media_roots())),
+        "messages": _messages(sample.get("messages") or [], media, bases[origin_file]),
         "prediction": _cut(pred.get("prediction")), "refs": [_cut(t) for t in sample.get("target") or []],
         "scores": _scores(row.reviews), "flags": sample_flags(row.reviews),
     }
@@ -132,6 +137,7 @@ def collect(run: RunData, media: MediaTable, limit: int | None = None) -> dict[s
     records: list[dict[str, Any]] = []
     latencies: dict[str, list[float]] = {}
     values: dict[str, dict[str, list[float]]] = {}
+    bases: dict[str, Path | None] = {}
     for row in run.samples(limit):
         if row.dataset not in index:
             index[row.dataset] = len(datasets)
@@ -144,7 +150,7 @@ def collect(run: RunData, media: MediaTable, limit: int | None = None) -> dict[s
         if row.subset not in ds["subsets"]:
             ds["subsets"].append(row.subset)
         where = (index[row.dataset], ds["subsets"].index(row.subset))
-        records.append(sample_record(row, ds["primary"], media, where))
+        records.append(sample_record(row, ds["primary"], media, where, bases))
         latencies.setdefault(row.dataset, []).append(float(row.prediction.get("latency_s") or 0.0))
         for key, v in row.values().items():
             values.setdefault(row.dataset, {}).setdefault(key, []).append(v)
