@@ -395,6 +395,24 @@ def test_fingerprint_tracks_file_size_and_mtime(tmp_path: Path) -> None:
     assert media.fingerprint(ref("gone.png", base_dir=tmp_path)).endswith(":missing")
 
 
+def test_an_image_checked_at_load_is_not_read_again_for_its_content_id(tmp_path: Path) -> None:
+    """The header check reads the whole file and its content id is kept, so the request
+    hash needs no second read: a rewrite that keeps the file's size, date and inode is not
+    seen (as a file's version, the content id is keyed by them)."""
+    import hashlib
+
+    original = image_bytes("JPEG", size=(48, 48))
+    path = write(tmp_path, "once.jpg", original)
+    info = os.stat(path)
+    media.check(ref("once.jpg", base_dir=tmp_path), decode=False)
+    with open(path, "r+b") as fh:  # same size, same inode; then the old date back
+        fh.write(b"\0" * len(original))
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+    ident = media.fingerprint(ref("once.jpg", base_dir=tmp_path))
+    assert ident == (f"image|path:once.jpg:{len(original)}:"
+                     f"{hashlib.blake2b(original, digest_size=16).hexdigest()}")
+
+
 def test_fingerprint_inline_url_and_options() -> None:
     png = image_bytes("PNG")
     inline = media.fingerprint(ref(png))

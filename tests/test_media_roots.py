@@ -15,7 +15,7 @@ from groundscope.media.roots import confine, media_roots, open_confined, set_med
 
 
 def _read(path: Path | str) -> bytes:
-    fd = open_confined(path, None, str(path))
+    fd = open_confined(path, None, str(path)).fd
     with os.fdopen(fd, "rb") as f:
         return f.read()
 
@@ -134,7 +134,7 @@ def test_a_folder_swapped_for_a_link_between_check_and_open_is_refused(
 
     if not proc:
         monkeypatch.setattr(os, "readlink", no_proc)
-        fd = open_confined(root / "media" / "a.png", root, "a.png")  # an honest open: fine
+        fd = open_confined(root / "media" / "a.png", root, "a.png").fd  # an honest open: fine
         os.close(fd)
     monkeypatch.setattr(os, "open", swapping_open)
     with pytest.raises(MediaError, match="changed while it was being opened"):

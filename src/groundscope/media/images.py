@@ -18,7 +18,6 @@ from groundscope.media.sources import (
     describe,
     file_version,
     is_remote,
-    load,
     read_raw,
     supported_format,
 )
@@ -35,24 +34,24 @@ _CHECKED: dict[str, None] = {}
 _CHECKED_MAX = 8192  # distinct files remembered; the whole table is dropped when full
 
 
-def _checked_key(ref: MediaRef) -> str | None:
-    """The identity under which a local image's header check is remembered (None: inline)."""
-    version = file_version(ref)
+def _checked_key(version: str | None) -> str | None:
+    """The identity under which a local image's header check is remembered, from its
+    :func:`file_version` (None: inline)."""
     return None if version is None else f"{version}|px={_MAX_PIXELS.get()}"
 
 
-def _remember_checked(ref: MediaRef, key: str | None = None) -> None:
-    key = key or _checked_key(ref)
+def _remember_checked(key: str | None) -> None:
     if key is not None:
         if len(_CHECKED) >= _CHECKED_MAX:
             _CHECKED.clear()
         _CHECKED[key] = None
 
 
-def header_checked(ref: MediaRef) -> bool:
-    """True when this very file (same path, size and mtime) passed :func:`check` under the
-    pixel cap in force, so sending it need not parse its header again."""
-    key = _checked_key(ref)
+def header_checked(version: str | None) -> bool:
+    """True when the local file of this :func:`file_version` (same path, size and mtime)
+    passed :func:`check` under the pixel cap in force, so sending it need not parse its
+    header again."""
+    key = _checked_key(version)
     return key is not None and key in _CHECKED
 
 
@@ -146,12 +145,14 @@ def check(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES, decode: bool = T
         check_format(ref.kind, ref.format)
         return
     if ref.kind is Modality.IMAGE:
-        key = _checked_key(ref)
+        key = _checked_key(file_version(ref))
         if decode:
-            _verify_image(load(ref, max_bytes=max_bytes)[0], describe(ref))
-        elif key is None or key not in _CHECKED:  # Pillow needs only a file's head for the header
+            _verify_image(read_raw(ref, max_bytes, hashed=True)[0], describe(ref))
+        elif key is None:  # inline: Pillow needs only the head for the header
             _header_image(ref, max_bytes).close()
-        _remember_checked(ref, key)
+        elif key not in _CHECKED:  # a local file is read whole: its content id comes free
+            open_image(read_raw(ref, max_bytes, hashed=True)[0], ref).close()
+        _remember_checked(key)
         return
     check_format(ref.kind, ref.format)
     fmt = supported_format(ref, read_raw(ref, max_bytes, head=64)[0])

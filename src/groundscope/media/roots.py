@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
+from typing import NamedTuple
 
 from groundscope.errors import MediaError, MediaRootError
 
@@ -123,7 +124,16 @@ def confine(path: str | os.PathLike[str], base_dir: Path | None, shown: str) -> 
     )
 
 
-def open_confined(path: str | os.PathLike[str], base_dir: Path | None, shown: str) -> int:
+class Opened(NamedTuple):
+    """A descriptor from :func:`open_confined`, with the real path it was checked at and its
+    ``fstat``."""
+
+    fd: int
+    real: str
+    info: os.stat_result
+
+
+def open_confined(path: str | os.PathLike[str], base_dir: Path | None, shown: str) -> Opened:
     """A read-only descriptor of the regular file ``path``, checked to lie inside an allowed
     root at the moment it is opened (see the module docstring). OSError when it cannot be
     opened; MediaError when it is outside, not a regular file, or was swapped meanwhile."""
@@ -138,7 +148,7 @@ def open_confined(path: str | os.PathLike[str], base_dir: Path | None, shown: st
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return Opened(fd, real, info)
 
 
 def _is_opened_file(fd: int, info: os.stat_result, real: str) -> bool:

@@ -29,7 +29,7 @@ from urllib.parse import unquote_to_bytes
 
 from groundscope.defaults import DEFAULT_MAX_BYTES
 from groundscope.errors import MediaError
-from groundscope.media.digest import content_id
+from groundscope.media.digest import content_id, remember_content
 from groundscope.media.formats import (
     AUDIO_FORMATS,
     FORMAT_MIME,
@@ -154,11 +154,13 @@ def _lookup(ref: MediaRef, cwd: str) -> Path:
     raise MediaError(f"{ref.kind} file not found: {text!r} (tried {where})")
 
 
-def read_raw(ref: MediaRef, max_bytes: int, head: int = -1) -> tuple[bytes, str | None]:
+def read_raw(ref: MediaRef, max_bytes: int, head: int = -1, *,
+             hashed: bool = False) -> tuple[bytes, str | None]:
     """Payload bytes plus the mime declared by a data URI or guessed from an extension.
 
     ``head`` > 0 reads only that many bytes of a local file (inline data is always decoded
-    whole, which is what validates it).
+    whole, which is what validates it). ``hashed``: a local file read whole also has its
+    content id remembered (``digest.remember_content``), for :func:`fingerprint`.
     """
     source, kind = ref.source, classify(ref.source)
     if isinstance(source, bytes | bytearray):
@@ -174,15 +176,18 @@ def read_raw(ref: MediaRef, max_bytes: int, head: int = -1) -> tuple[bytes, str 
         return _b64decode(source, f"base64 {ref.kind}"), None
     path = _located(ref)
     try:
-        fd = open_confined(path, ref.base_dir, str(ref.source))
-        with open(fd, "rb", buffering=0) as handle:  # one read of the known size, no buffer
-            size = os.fstat(fd).st_size
+        opened = open_confined(path, ref.base_dir, str(ref.source))
+        with open(opened.fd, "rb", buffering=0) as handle:  # one read of the known size, no buffer
+            size = opened.info.st_size
             _cap(size, max_bytes, str(path))
             if size == 0:
                 raise MediaError(f"{ref.source}: empty file (0 bytes)")
-            return handle.read(size if head < 0 else min(head, size)), ext_mime(path.name)
+            data = handle.read(size if head < 0 else min(head, size))
     except OSError as exc:
         raise MediaError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if hashed and head < 0:
+        remember_content(opened.real, opened.info, data)
+    return data, ext_mime(path.name)
 
 
 def load(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[bytes, str]:

@@ -175,13 +175,13 @@ def _video(part: dict[str, Any], ref: MediaRef) -> dict[str, Any]:
 def _encoded(ref: MediaRef, max_bytes: int) -> tuple[str, str]:
     """(payload, format): a data URL for images and video, raw base64 for audio."""
     key = None
-    version = file_version(ref) if CACHE.limit else None
-    if version is not None:
+    version = file_version(ref)
+    if version is not None and CACHE.limit:
         key = f"{ref.kind!s}|{ref.format}|{version}|px={max_pixels()}|cap={max_bytes}"
         hit = CACHE.get(key)
         if hit is not None:
             return hit
-    value = _encode(ref, max_bytes)
+    value = _encode(ref, max_bytes, version)
     if key is not None:
         CACHE.put(key, value)
     else:
@@ -189,12 +189,13 @@ def _encoded(ref: MediaRef, max_bytes: int) -> tuple[str, str]:
     return value
 
 
-def _encode(ref: MediaRef, max_bytes: int) -> tuple[str, str]:
+def _encode(ref: MediaRef, max_bytes: int, version: str | None) -> tuple[str, str]:
+    """``version``: the medium's :func:`file_version` (None: not a local file)."""
     if ref.kind is Modality.IMAGE:
         data, mime = load(ref, max_bytes=max_bytes)
         if not mime.startswith("image/"):
             raise MediaError(f"{describe(ref)} is not an image (content looks like {mime})")
-        if not header_checked(ref):  # checked at load already, or: header only, no decoding
+        if not header_checked(version):  # checked at load already, or: header only, no decoding
             open_image(data, ref).close()
         return f"data:{mime};base64,{b64encode(data).decode('ascii')}", mime
     data, _ = read_raw(ref, max_bytes)
