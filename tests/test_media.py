@@ -413,6 +413,54 @@ def test_an_image_checked_at_load_is_not_read_again_for_its_content_id(tmp_path:
                      f"{hashlib.blake2b(original, digest_size=16).hexdigest()}")
 
 
+def _rewrite_keeping_version(path: Path, data: bytes) -> None:
+    """``data`` (same length) written over ``path`` in place, its date put back: the same
+    file version (size, date, inode) with other bytes."""
+    info = os.stat(path)
+    with open(path, "r+b") as fh:
+        fh.write(data)
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+
+def test_an_image_checked_at_load_is_sent_from_the_bytes_read_then(tmp_path: Path) -> None:
+    original = image_bytes("JPEG", size=(48, 48))
+    write(tmp_path, "sent.jpg", original)
+    image = ref("sent.jpg", base_dir=tmp_path)
+    media.check(image, decode=False)
+    changed = original[:-10] + bytes(8) + original[-2:]  # still a JPEG, other bytes
+    _rewrite_keeping_version(tmp_path / "sent.jpg", changed)
+    url = media.wire_part(image)["image_url"]["url"]
+    assert base64.b64decode(url.split(",", 1)[1]) == original
+    from groundscope.media import wire
+
+    limit = wire.CACHE.limit
+    wire.set_cache_limit(0)  # no encoded payload kept either: the next send reads the file
+    try:
+        url = media.wire_part(image)["image_url"]["url"]
+    finally:
+        wire.set_cache_limit(limit)
+    assert base64.b64decode(url.split(",", 1)[1]) == changed  # taken at the first send
+
+
+def test_bytes_kept_from_load_are_bounded(tmp_path: Path) -> None:
+    """Records loaded but never sent (answers reused, a stopped run) do not pin their
+    bytes: past the bound the oldest go, and are read again when sent."""
+    from groundscope.media.sources import KEPT_FILES
+
+    originals = {}
+    for i in range(KEPT_FILES + 8):
+        originals[i] = image_bytes("JPEG", size=(24 + i % 7, 24))
+        write(tmp_path, f"k{i}.jpg", originals[i])
+        media.check(ref(f"k{i}.jpg", base_dir=tmp_path), decode=False)
+    for i in (0, KEPT_FILES + 7):
+        data = originals[i]
+        _rewrite_keeping_version(tmp_path / f"k{i}.jpg", data[:-10] + bytes(8) + data[-2:])
+    first = media.wire_part(ref("k0.jpg", base_dir=tmp_path))["image_url"]["url"]
+    last = media.wire_part(ref(f"k{KEPT_FILES + 7}.jpg", base_dir=tmp_path))["image_url"]["url"]
+    assert base64.b64decode(first.split(",", 1)[1]) != originals[0]  # gone: read again
+    assert base64.b64decode(last.split(",", 1)[1]) == originals[KEPT_FILES + 7]  # kept
+
+
 def test_fingerprint_inline_url_and_options() -> None:
     png = image_bytes("PNG")
     inline = media.fingerprint(ref(png))

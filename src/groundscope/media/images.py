@@ -147,11 +147,11 @@ def check(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES, decode: bool = T
     if ref.kind is Modality.IMAGE:
         key = _checked_key(file_version(ref))
         if decode:
-            _verify_image(read_raw(ref, max_bytes, hashed=True)[0], describe(ref))
+            _verify_image(read_raw(ref, max_bytes, at_load=True)[0], describe(ref))
         elif key is None:  # inline: Pillow needs only the head for the header
             _header_image(ref, max_bytes).close()
         elif key not in _CHECKED:  # a local file is read whole: its content id comes free
-            open_image(read_raw(ref, max_bytes, hashed=True)[0], ref).close()
+            open_image(read_raw(ref, max_bytes, at_load=True)[0], ref).close()
         _remember_checked(key)
         return
     check_format(ref.kind, ref.format)

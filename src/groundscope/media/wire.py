@@ -192,7 +192,7 @@ def _encoded(ref: MediaRef, max_bytes: int) -> tuple[str, str]:
 def _encode(ref: MediaRef, max_bytes: int, version: str | None) -> tuple[str, str]:
     """``version``: the medium's :func:`file_version` (None: not a local file)."""
     if ref.kind is Modality.IMAGE:
-        data, mime = load(ref, max_bytes=max_bytes)
+        data, mime = load(ref, max_bytes=max_bytes, version=version)
         if not mime.startswith("image/"):
             raise MediaError(f"{describe(ref)} is not an image (content looks like {mime})")
         if not header_checked(version):  # checked at load already, or: header only, no decoding
