@@ -26,7 +26,7 @@ construction one it reads back (DESIGN rule 17); a row that would not be is a
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, NotRequired
 
@@ -167,3 +167,16 @@ def read_rows_numbered(path: Path, kind: Kind) -> Iterator[tuple[int, dict[str, 
     for lineno, row in read_jsonl_numbered(path):
         check_row(kind, row, path, lineno)
         yield lineno, row
+
+
+def read_rows_picked(path: Path, kind: Kind,
+                     picked: Callable[[dict[str, Any]], bool]) -> Iterator[dict[str, Any]]:
+    """The rows of ``path`` that ``picked`` takes, each checked as :func:`read_rows` checks
+    them; the others are parsed (bounded, JSON objects) but not checked, so ``picked`` must
+    expect any JSON object. For a reader that wants a few rows of a large file: the page's
+    first 1,000 samples' reviews in a file of 10,000 samples' (two thirds of the reading
+    cost was the check)."""
+    for lineno, row in read_jsonl_numbered(path):
+        if picked(row):
+            check_row(kind, row, path, lineno)
+            yield row

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from groundscope.compat import default_model_id
 from groundscope.errors import StoreError
 from groundscope.fileio import read_regular
 from groundscope.report.model import DatasetReport
-from groundscope.rows import read_rows
+from groundscope.rows import read_rows, read_rows_picked
 from groundscope.rundir import read_run_config
 from groundscope.store import REPORT_SUFFIX, safe_name, saved_media_roots
 
@@ -138,15 +139,24 @@ class RunData:
                 latest[key] = r  # a later line supersedes (an uncompacted, crashed run)
             reviews: dict[tuple[str, int], list[dict[str, Any]]] = {}
             review_path = self.run_dir / "reviews" / self.model_dir / path.name
-            if review_path.exists():
-                for row in read_rows(review_path, "review"):
-                    key = (str(row["sample_id"]), int(row.get("repeat", 0)))
-                    if key in latest:
-                        reviews.setdefault(key, []).append(row)
+            if review_path.exists():  # only the reviews of the samples read above are checked
+                for row in read_rows_picked(review_path, "review", partial(_among, latest)):
+                    reviews.setdefault(_key(row), []).append(row)
             for key, row in latest.items():
                 yield SampleRow(row["dataset"], row["subset"], row, reviews.get(key, []))
             if left is not None:
                 left -= len(latest)
+
+
+def _among(keys: dict[tuple[str, int], Any], row: dict[str, Any]) -> bool:
+    return _key(row) in keys
+
+
+def _key(row: dict[str, Any]) -> tuple[str, int] | None:
+    """A saved row's ``(sample_id, repeat)``, from a row not checked yet (None: it has no
+    valid one, so it is no sample's)."""
+    repeat = row.get("repeat", 0)
+    return (str(row.get("sample_id")), repeat) if type(repeat) is int else None
 
 
 def report_files(folder: Path, schema_version: int) -> list[Path]:
