@@ -18,7 +18,7 @@ import os
 import stat
 
 _CHUNK = 1 << 20
-_REMEMBERED = 65_536  # distinct file versions (~150 bytes each)
+_REMEMBERED = 4096  # distinct file versions (~400 bytes each: at most ~1.6 MB)
 
 
 def content_id(path: str | os.PathLike[str], max_bytes: int) -> str:

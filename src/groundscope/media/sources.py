@@ -61,7 +61,7 @@ def classify(source: str | bytes) -> SourceKind:
     return _classify_str(source)
 
 
-@functools.lru_cache(maxsize=16384)
+@functools.lru_cache(maxsize=4096)  # a source is asked again within its sample's life
 def _classify_short(source: str) -> SourceKind:
     return _classify_str(source)
 
@@ -106,8 +106,8 @@ def _cap(size: int, max_bytes: int, what: str) -> None:
         raise MediaError(f"{what} is too big: {size} bytes > limit {max_bytes}")
 
 
-_RESOLVED: dict[tuple[str, Path | None, str], Path] = {}
-_RESOLVED_MAX = 8192  # distinct files remembered; the whole table is dropped when full
+_RESOLVED: dict[tuple[str, Path | None, str], str] = {}
+_RESOLVED_MAX = 4096  # distinct files remembered; the whole table is dropped when full
 
 
 def resolve_path(ref: MediaRef) -> Path:
@@ -119,12 +119,13 @@ def resolve_path(ref: MediaRef) -> Path:
     """
     found = _located(ref)
     confine(found, ref.base_dir, str(ref.source))
-    return found
+    return Path(found)
 
 
-def _located(ref: MediaRef) -> Path:
+def _located(ref: MediaRef) -> str:
     """Where a path ref's file is, not yet checked against the roots (every read is, when
-    it opens the file: ``roots.open_confined``)."""
+    it opens the file: ``roots.open_confined``). A ``str``, not a ``Path``: pathlib interns
+    every part of every path it parses, a table that only grows (~2 MB at 10,000 images)."""
     if classify(ref.source) != "path":
         raise MediaError(f"{describe(ref)} is not a local file")
     cwd = os.getcwd()
@@ -138,7 +139,7 @@ def _located(ref: MediaRef) -> Path:
     return found
 
 
-def _lookup(ref: MediaRef, cwd: str) -> Path:
+def _lookup(ref: MediaRef, cwd: str) -> str:
     text = str(ref.source)
     text = text[7:] if text.lower().startswith("file://") else text
     path = os.path.expanduser(text)  # os.path, not pathlib: this runs once per distinct file
@@ -147,7 +148,7 @@ def _lookup(ref: MediaRef, cwd: str) -> Path:
         tried.insert(0, os.path.join(ref.base_dir, path))
     for candidate in tried:
         if os.path.isfile(candidate):
-            return Path(candidate)
+            return str(Path(candidate))  # Path's spelling of it (a temporary Path: see above)
         if os.path.exists(candidate):  # a directory, a FIFO, a device: never opened
             what = "a directory" if os.path.isdir(candidate) else "a FIFO, socket or device"
             raise MediaError(f"{ref.kind} {text!r} is not a regular file ({what}): {candidate}")
@@ -187,7 +188,7 @@ def read_raw(ref: MediaRef, max_bytes: int, head: int = -1, *,
             data = handle.read(size if head < 0 else min(head, size))
     except OSError as exc:
         raise MediaError(f"cannot read {path}: {exc.strerror or exc}") from None
-    declared = ext_mime(path.name)
+    declared = ext_mime(os.path.basename(path))
     if at_load and head < 0:
         remember_content(opened.real, opened.info, data)
         _KEPT.keep(_version(opened.real, opened.info), data, declared)
