@@ -395,22 +395,14 @@ def test_fingerprint_tracks_file_size_and_mtime(tmp_path: Path) -> None:
     assert media.fingerprint(ref("gone.png", base_dir=tmp_path)).endswith(":missing")
 
 
-def test_an_image_checked_at_load_is_not_read_again_for_its_content_id(tmp_path: Path) -> None:
-    """The header check reads the whole file and its content id is kept, so the request
-    hash needs no second read: a rewrite that keeps the file's size, date and inode is not
-    seen (as a file's version, the content id is keyed by them)."""
-    import hashlib
+@pytest.fixture
+def sending():
+    """Records loaded here are sent from here, as in a local run (``media.set_sending``)."""
+    from groundscope.media.sources import _SENDING
 
-    original = image_bytes("JPEG", size=(48, 48))
-    path = write(tmp_path, "once.jpg", original)
-    info = os.stat(path)
-    media.check(ref("once.jpg", base_dir=tmp_path), decode=False)
-    with open(path, "r+b") as fh:  # same size, same inode; then the old date back
-        fh.write(b"\0" * len(original))
-    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
-    ident = media.fingerprint(ref("once.jpg", base_dir=tmp_path))
-    assert ident == (f"image|path:once.jpg:{len(original)}:"
-                     f"{hashlib.blake2b(original, digest_size=16).hexdigest()}")
+    token = _SENDING.set(True)
+    yield
+    _SENDING.reset(token)
 
 
 def _rewrite_keeping_version(path: Path, data: bytes) -> None:
@@ -422,27 +414,87 @@ def _rewrite_keeping_version(path: Path, data: bytes) -> None:
     os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
 
 
-def test_an_image_checked_at_load_is_sent_from_the_bytes_read_then(tmp_path: Path) -> None:
+def _blake(data: bytes) -> str:
+    import hashlib
+
+    return f"{len(data)}:{hashlib.blake2b(data, digest_size=16).hexdigest()}"
+
+
+def _sent(image: MediaRef) -> bytes:
+    return base64.b64decode(media.wire_part(image)["image_url"]["url"].split(",", 1)[1])
+
+
+def test_an_image_checked_at_load_is_not_read_again_for_its_content_id(tmp_path: Path,
+                                                                       sending: None) -> None:
+    """The header check reads the whole file and its content id is kept, so the request
+    hash needs no second read: a rewrite that keeps the file's size, date and inode is not
+    seen (as a file's version, the content id is keyed by them)."""
+    original = image_bytes("JPEG", size=(48, 48))
+    write(tmp_path, "once.jpg", original)
+    media.check(ref("once.jpg", base_dir=tmp_path), decode=False)
+    _rewrite_keeping_version(tmp_path / "once.jpg", b"\0" * len(original))
+    ident = media.fingerprint(ref("once.jpg", base_dir=tmp_path))
+    assert ident == f"image|path:once.jpg:{_blake(original)}"
+
+
+def test_an_image_checked_at_load_is_sent_from_the_bytes_read_then(tmp_path: Path,
+                                                                   sending: None) -> None:
     original = image_bytes("JPEG", size=(48, 48))
     write(tmp_path, "sent.jpg", original)
     image = ref("sent.jpg", base_dir=tmp_path)
     media.check(image, decode=False)
     changed = original[:-10] + bytes(8) + original[-2:]  # still a JPEG, other bytes
     _rewrite_keeping_version(tmp_path / "sent.jpg", changed)
-    url = media.wire_part(image)["image_url"]["url"]
-    assert base64.b64decode(url.split(",", 1)[1]) == original
+    assert _sent(image) == original
     from groundscope.media import wire
 
     limit = wire.CACHE.limit
     wire.set_cache_limit(0)  # no encoded payload kept either: the next send reads the file
     try:
-        url = media.wire_part(image)["image_url"]["url"]
+        assert _sent(image) == changed  # taken at the first send
     finally:
         wire.set_cache_limit(limit)
-    assert base64.b64decode(url.split(",", 1)[1]) == changed  # taken at the first send
 
 
-def test_bytes_kept_from_load_are_bounded(tmp_path: Path) -> None:
+def test_a_check_where_nothing_is_sent_reads_only_the_head(tmp_path: Path) -> None:
+    """``--dry-run``, ``estimate``, a Ray driver: the check parses the header from the
+    file's head; nothing is hashed or kept, so the request hash reads the file itself."""
+    original = image_bytes("JPEG", size=(48, 48))
+    write(tmp_path, "head.jpg", original)
+    media.check(ref("head.jpg", base_dir=tmp_path), decode=False)
+    changed = original[:-10] + bytes(8) + original[-2:]
+    _rewrite_keeping_version(tmp_path / "head.jpg", changed)
+    assert media.fingerprint(ref("head.jpg", base_dir=tmp_path)).endswith(_blake(changed))
+
+
+def test_a_short_read_at_load_is_not_kept(tmp_path: Path, sending: None,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file shrank between its ``fstat`` and its read (then grew back, same version):
+    the half read is not kept or hashed; the send reads the whole file."""
+    from groundscope.media import sources
+
+    original = image_bytes("JPEG", size=(96, 96))
+    path = write(tmp_path, "short.jpg", original)
+    info = os.stat(path)
+    real_open = sources.open_confined
+
+    def shrinking_open(*args: object, **kwargs: object) -> object:
+        opened = real_open(*args, **kwargs)  # type: ignore[arg-type]
+        os.truncate(path, len(original) // 2)
+        return opened
+
+    monkeypatch.setattr(sources, "open_confined", shrinking_open)
+    image = ref("short.jpg", base_dir=tmp_path)
+    media.check(image, decode=False)  # half a JPEG: its header is there
+    monkeypatch.setattr(sources, "open_confined", real_open)
+    path.write_bytes(original)
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+    assert os.stat(path).st_ino == info.st_ino
+    assert _sent(image) == original
+    assert media.fingerprint(image).endswith(_blake(original))
+
+
+def test_bytes_kept_from_load_are_bounded(tmp_path: Path, sending: None) -> None:
     """Records loaded but never sent (answers reused, a stopped run) do not pin their
     bytes: past the bound the oldest go, and are read again when sent."""
     from groundscope.media.sources import KEPT_FILES
@@ -455,10 +507,8 @@ def test_bytes_kept_from_load_are_bounded(tmp_path: Path) -> None:
     for i in (0, KEPT_FILES + 7):
         data = originals[i]
         _rewrite_keeping_version(tmp_path / f"k{i}.jpg", data[:-10] + bytes(8) + data[-2:])
-    first = media.wire_part(ref("k0.jpg", base_dir=tmp_path))["image_url"]["url"]
-    last = media.wire_part(ref(f"k{KEPT_FILES + 7}.jpg", base_dir=tmp_path))["image_url"]["url"]
-    assert base64.b64decode(first.split(",", 1)[1]) != originals[0]  # gone: read again
-    assert base64.b64decode(last.split(",", 1)[1]) == originals[KEPT_FILES + 7]  # kept
+    assert _sent(ref("k0.jpg", base_dir=tmp_path)) != originals[0]  # gone: read again
+    assert _sent(ref(f"k{KEPT_FILES + 7}.jpg", base_dir=tmp_path)) == originals[KEPT_FILES + 7]
 
 
 def test_fingerprint_inline_url_and_options() -> None:

@@ -313,6 +313,7 @@ FUZZ = {
     "v_value_str": ("reviews", _set("values", {"bleu-1": "x"}), "values"),
     "v_status_bad": ("reviews", _set("status", "weird"), "status"),
     "v_no_sample_id": ("reviews", _drop("sample_id"), "sample_id"),
+    "v_repeat_str": ("reviews", _set("repeat", "0"), "repeat"),
 }
 
 
@@ -329,6 +330,21 @@ def test_a_crafted_row_is_one_line_naming_file_line_field(judged: Path, tmp_path
     lines[1] = json.dumps(change(json.loads(lines[1])))
     path.write_text("\n".join(lines) + "\n")
     line = one_line_error(run_cli([command, str(run)], cwd=tmp_path))
+    assert f"{path}:2: " in line and field in line, line
+
+
+@pytest.mark.parametrize("case", sorted(c for c in FUZZ if FUZZ[c][0] == "reviews"))
+def test_a_crafted_review_row_stops_a_comparison(judged: Path, tmp_path: Path, case: str) -> None:
+    """``report A B`` reads every review of both runs: a crafted row is one line, never a
+    count quietly short of it."""
+    kind, change, field = FUZZ[case]
+    first = copy_run(judged, tmp_path / "a")
+    second = copy_run(judged, tmp_path / "b")
+    path = first_file(second / kind / model_dir(second).name)
+    lines = path.read_text().splitlines()
+    lines[1] = json.dumps(change(json.loads(lines[1])))
+    path.write_text("\n".join(lines) + "\n")
+    line = one_line_error(run_cli(["report", str(first), str(second)], cwd=tmp_path))
     assert f"{path}:2: " in line and field in line, line
 
 

@@ -245,6 +245,9 @@ class Runner:
             wire=wire_api(api), gate=gate, key_source=self.key_source,
         )
         stack.push_async_callback(client.aclose)
+        from groundscope import media
+
+        media.set_sending(True)  # an image read at load is kept for its request (one read)
         await self._evaluate(client)
 
     async def _evaluate_ray(self, api_url: str) -> None:

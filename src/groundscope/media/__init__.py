@@ -59,6 +59,7 @@ from groundscope.media.sources import (
     is_remote,
     load,
     resolve_path,
+    set_sending,
 )
 from groundscope.media.values import check_fps, media_from_value
 from groundscope.media.wire import wire_part
@@ -97,6 +98,7 @@ __all__ = [
     "set_max_pixels",
     "set_media_roots",
     "set_media_settings",
+    "set_sending",
     "settings_identity",
     "small_image",
     "sniff_mime",

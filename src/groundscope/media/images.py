@@ -19,6 +19,7 @@ from groundscope.media.sources import (
     file_version,
     is_remote,
     read_raw,
+    sending,
     supported_format,
 )
 from groundscope.types import MediaRef, Modality
@@ -134,8 +135,10 @@ def check(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES, decode: bool = T
     """Validate a medium without sending it: readable, decodable, supported format.
 
     Images are verified with Pillow (truncated files fail) and held to the pixel cap
-    (:func:`max_pixels`); ``decode=False`` reads only the image header (cheap: an
-    unreadable header and the pixel cap are caught, a truncated body is not). Audio and
+    (:func:`max_pixels`); ``decode=False`` parses only the image header (cheap: an
+    unreadable header and the pixel cap are caught, a truncated body is not), reading the
+    file's head, or the whole file when it is to be sent from here (``sources.sending``:
+    its bytes and content id are kept for the request). Audio and
     video only have their header sniffed, except audio to be converted to wav
     (``audio_transcode``: flac, ogg, m4a), whose first frame must decode, and video to be
     sampled (``video_frames``), which must open with a video stream and a duration. Remote URLs are
@@ -147,11 +150,12 @@ def check(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES, decode: bool = T
     if ref.kind is Modality.IMAGE:
         key = _checked_key(file_version(ref))
         if decode:
-            _verify_image(read_raw(ref, max_bytes, at_load=True)[0], describe(ref))
-        elif key is None:  # inline: Pillow needs only the head for the header
-            _header_image(ref, max_bytes).close()
-        elif key not in _CHECKED:  # a local file is read whole: its content id comes free
+            _verify_image(read_raw(ref, max_bytes, at_load=sending())[0], describe(ref))
+        elif key is not None and key not in _CHECKED and sending():
+            # to be sent from here: read whole once, for the header, its content id, its send
             open_image(read_raw(ref, max_bytes, at_load=True)[0], ref).close()
+        elif key is None or key not in _CHECKED:  # Pillow needs only a file's head for the header
+            _header_image(ref, max_bytes).close()
         _remember_checked(key)
         return
     check_format(ref.kind, ref.format)

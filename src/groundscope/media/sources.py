@@ -24,6 +24,7 @@ import hashlib
 import os
 import re
 import threading
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote_to_bytes
@@ -189,10 +190,26 @@ def read_raw(ref: MediaRef, max_bytes: int, head: int = -1, *,
     except OSError as exc:
         raise MediaError(f"cannot read {path}: {exc.strerror or exc}") from None
     declared = ext_mime(os.path.basename(path))
-    if at_load and head < 0:
+    if at_load and head < 0 and len(data) == opened.info.st_size:  # all of it, as looked at
         remember_content(opened.real, opened.info, data)
         _KEPT.keep(_version(opened.real, opened.info), data, declared)
     return data, declared
+
+
+_SENDING: ContextVar[bool] = ContextVar("groundscope_media_sent_here", default=False)
+
+
+def set_sending(on: bool) -> None:
+    """Whether the records loaded in the current context are sent from this process (a local
+    run's requests: the runner sets it). Only then does an image's check at load read the
+    whole file, for its content id and its send (``images.check``); elsewhere (``--dry-run``,
+    ``estimate``, a Ray driver, the simulator) it reads the header's head only."""
+    _SENDING.set(on)
+
+
+def sending() -> bool:
+    """See :func:`set_sending`."""
+    return _SENDING.get()
 
 
 class _Kept:

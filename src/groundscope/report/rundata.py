@@ -139,9 +139,13 @@ class RunData:
                 latest[key] = r  # a later line supersedes (an uncompacted, crashed run)
             reviews: dict[tuple[str, int], list[dict[str, Any]]] = {}
             review_path = self.run_dir / "reviews" / self.model_dir / path.name
-            if review_path.exists():  # only the reviews of the samples read above are checked
-                for row in read_rows_picked(review_path, "review", partial(_among, latest)):
-                    reviews.setdefault(_key(row), []).append(row)
+            if review_path.exists():  # with a limit, only the shown samples' reviews are checked
+                rows = (read_rows(review_path, "review") if limit is None
+                        else read_rows_picked(review_path, "review", partial(_among, latest)))
+                for row in rows:
+                    key = (str(row["sample_id"]), int(row.get("repeat", 0)))
+                    if key in latest:
+                        reviews.setdefault(key, []).append(row)
             for key, row in latest.items():
                 yield SampleRow(row["dataset"], row["subset"], row, reviews.get(key, []))
             if left is not None:
@@ -149,14 +153,12 @@ class RunData:
 
 
 def _among(keys: dict[tuple[str, int], Any], row: dict[str, Any]) -> bool:
-    return _key(row) in keys
-
-
-def _key(row: dict[str, Any]) -> tuple[str, int] | None:
-    """A saved row's ``(sample_id, repeat)``, from a row not checked yet (None: it has no
-    valid one, so it is no sample's)."""
-    repeat = row.get("repeat", 0)
-    return (str(row.get("sample_id")), repeat) if type(repeat) is int else None
+    """Whether a review row not checked yet is to be read: one of ``keys``' samples, or a
+    row whose sample it cannot name (checked, so it is an error, never dropped unseen)."""
+    sample_id, repeat = row.get("sample_id"), row.get("repeat", 0)
+    if type(sample_id) not in (str, int) or type(repeat) is not int:
+        return True
+    return (str(sample_id), repeat) in keys
 
 
 def report_files(folder: Path, schema_version: int) -> list[Path]:
