@@ -166,6 +166,37 @@ def test_rouge_l_beyond_its_bound_is_a_failed_score() -> None:
     assert score.status is ScoreStatus.ERROR and "ROUGE-L would compare" in score.detail["error"]
 
 
+@pytest.mark.parametrize("metric", ["bleu", "rouge"])
+@pytest.mark.parametrize("side", ["answer", "reference"])
+def test_a_text_over_the_scored_size_is_a_failed_score(monkeypatch: pytest.MonkeyPatch,
+                                                       metric: str, side: str) -> None:
+    """BLEU and ROUGE hold every token of both texts at once: a text over MAX_SCORED_CHARS
+    (the default reply cap; a crafted predictions file's line may be 64 MiB) is an error
+    score, never hundreds of MB. The bound is the largest length scored."""
+    import asyncio
+
+    from groundscope.scoring import text
+    from groundscope.scoring.base import ReferenceScorer
+    from groundscope.types import Completion, Origin, Prediction, PredictionStatus, Sample, ScoreStatus
+
+    assert text.MAX_SCORED_CHARS == 4 * 1024 * 1024
+    monkeypatch.setattr(text, "MAX_SCORED_CHARS", 100)
+    fn = text.bleu if metric == "bleu" else text.rouge
+
+    def scored(length: int) -> object:
+        long_text = ("the cat sat " * 20)[:length]
+        answer, reference = (long_text, "the cat") if side == "answer" else ("the cat", long_text)
+        sample = Sample(id="1", dataset="d", subset="s", messages=(), origin=Origin("f", 1),
+                        target=(reference,), question="q")
+        prediction = Prediction("1", "h", PredictionStatus.OK, Completion(answer))
+        return asyncio.run(ReferenceScorer(metric, (), fn).score(sample, prediction))
+
+    assert scored(100).status is ScoreStatus.OK  # type: ignore[attr-defined]
+    over = scored(101)
+    assert over.status is ScoreStatus.ERROR  # type: ignore[attr-defined]
+    assert f"{metric.upper()}: the {side} has 101 characters" in over.detail["error"]  # type: ignore[attr-defined]
+
+
 def test_deep_or_huge_json_in_a_reply_is_a_reply_error() -> None:
     for reply in ('{"verdict": "A", "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
                   '{"verdict": "A", "x": ' + "1" * 5000 + "}"):

@@ -71,6 +71,7 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
+from groundscope.defaults import DEFAULT_MAX_RESPONSE_BYTES
 from groundscope.scoring.base import TooLongToScore
 from groundscope.scoring.tokenize import (
     bleu_tokens,
@@ -131,6 +132,21 @@ def _bleu_from_tokens(hyp: Sequence[str], ref: Sequence[str]) -> dict[str, float
     return scores
 
 
+# BLEU and ROUGE hold every token of both texts and their n-grams at once: ~40 bytes of
+# memory a character (a 20 MB answer read back by `groundscope score` peaked at 812 MB).
+# Texts up to the default reply cap (4 Mi characters) are scored: any answer a run with the
+# default `max_response_bytes` receives; a longer one (a crafted or edited predictions
+# file, a raised cap) is not, its score an error.
+MAX_SCORED_CHARS = DEFAULT_MAX_RESPONSE_BYTES
+
+
+def _within_bound(metric: str, prediction: str, reference: str) -> None:
+    for side, text in (("answer", prediction), ("reference", reference)):
+        if len(text) > MAX_SCORED_CHARS:
+            raise TooLongToScore(f"{metric}: the {side} has {len(text):,} characters, more "
+                                 f"than its limit of {MAX_SCORED_CHARS:,}")
+
+
 def bleu(prediction: str, reference: str) -> dict[str, float]:
     """BLEU-1..4 of ``prediction`` against one ``reference``: keys ``bleu-1``..``bleu-4``.
 
@@ -143,6 +159,7 @@ def bleu(prediction: str, reference: str) -> dict[str, float]:
     >>> bleu("dog", "Dog")
     {'bleu-1': 0.0, 'bleu-2': 0.0, 'bleu-3': 0.0, 'bleu-4': 0.0}
     """
+    _within_bound("BLEU", prediction, reference)
     return _bleu_from_tokens(bleu_words(prediction), bleu_words(reference))
 
 
@@ -243,6 +260,7 @@ def rouge(prediction: str, reference: str) -> dict[str, float]:
     >>> rouge("", "anything")["rouge-l-r"]
     0.0
     """
+    _within_bound("ROUGE", prediction, reference)
     return _rouge_from_tokens(rouge_tokens(prediction), rouge_tokens(reference))
 
 
