@@ -181,3 +181,44 @@ def test_nltk_imported_first_keeps_its_extras() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out.endswith(("['numpy', 'scipy'] True", "['numpy', 'scipy', 'sklearn'] True")), out
+
+
+_IMPORT_WHILE_ANOTHER_LOOKS = r"""
+import sys, threading
+from groundscope.scoring.nltkload import import_nltk
+
+asked, go = threading.Event(), threading.Event()
+
+
+class Hold:  # holds the first `import nltk` (in its own thread) until it is told to go on
+    def find_spec(self, name, path=None, target=None):
+        if name == "nltk" and not go.is_set():
+            asked.set()
+            go.wait(60)
+        return None
+
+
+sys.meta_path.insert(0, Hold())
+worker = threading.Thread(target=import_nltk)
+worker.start()
+asked.wait(60)
+# Another thread's import looks through the finders as importlib does (a for loop over the
+# live sys.meta_path), one finder in when the nltk import ends:
+finders = iter(sys.meta_path)
+seen = [next(finders)]
+go.set()
+worker.join()
+seen += list(finders)
+print("nltk" in sys.modules, [type(f).__name__ for f in sys.meta_path if all(f is not s for s in seen)])
+"""
+
+
+def test_the_nltk_import_skips_no_finder_of_an_import_in_another_thread() -> None:
+    """The run builds the tokenizer (nltk's import) in a background thread while the event
+    loop may import too. Taking the import's own finder out of ``sys.meta_path`` when it
+    ended shifted the list under a lookup in progress: that lookup skipped a finder (the
+    one that finds the module: ModuleNotFoundError for an installed module)."""
+    out = subprocess.run([sys.executable, "-c", _IMPORT_WHILE_ANOTHER_LOOKS], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True []"

@@ -20,17 +20,26 @@ __all__ = ["import_nltk"]
 
 
 class _RefuseInThread(importlib.abc.MetaPathFinder):
-    """Answers "not installed" for ``prefixes`` imported by one thread; other threads and
-    every other module are left to the next finder."""
+    """Answers "not installed" for ``prefixes`` imported by a thread of ``threads`` (those
+    importing nltk for groundscope, while they do); other threads and every other module
+    are left to the next finder.
+
+    Installed once and never taken out: another thread's import may be looking through
+    ``sys.meta_path`` meanwhile (the run builds the tokenizer in a background thread), and
+    removing an entry shifts the list under that lookup, which then skips a finder."""
 
     def __init__(self, prefixes: tuple[str, ...]) -> None:
         self.prefixes = prefixes
-        self.thread = threading.get_ident()
+        self.threads: set[int] = set()
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
-        if threading.get_ident() == self.thread and name.split(".")[0] in self.prefixes:
+        if self.threads and threading.get_ident() in self.threads \
+                and name.split(".")[0] in self.prefixes:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return None
+
+
+_REFUSER = _RefuseInThread(("numpy", "scipy", "sklearn"))
 
 
 @contextlib.contextmanager
@@ -50,12 +59,14 @@ def _nltk_without_extras() -> Iterator[None]:
     if "nltk" in sys.modules or "scipy" in sys.modules:  # (numpy, if loaded, is not refused)
         yield
         return
-    finder = _RefuseInThread(("numpy", "scipy", "sklearn"))
-    sys.meta_path.insert(0, finder)
+    if _REFUSER not in sys.meta_path:
+        sys.meta_path.insert(0, _REFUSER)
+    thread = threading.get_ident()
+    _REFUSER.threads.add(thread)
     try:
         yield
     finally:
-        sys.meta_path.remove(finder)
+        _REFUSER.threads.discard(thread)
 
 
 def import_nltk() -> None:
