@@ -123,7 +123,12 @@ def test_rouge_memory_is_linear_in_a_long_answer() -> None:
         finally:
             tracemalloc.stop()
 
-    assert_linear(peak, 4000)
+    # A first call carries one-off allocations (~0.1 MB) that made n look larger; and the
+    # lists' and dicts' growth steps put a linear peak at up to ~4.7x for 4x the tokens
+    # (0.52 MB at n=4,000, 2.42 MB at 16,000), where the quadratic masks gave ~12x.
+    peak(4000)
+    small, large = peak(4000), peak(16000)
+    assert large <= 6 * small, f"peak {small} B at n=4000, {large} B at 4n: not linear"
 
 
 def test_long_answers_are_not_kept_by_the_token_caches() -> None:
