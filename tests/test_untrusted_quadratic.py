@@ -153,6 +153,33 @@ def test_long_answers_are_not_kept_by_the_token_caches() -> None:
     assert kept < 1 << 20, kept
 
 
+def test_the_token_caches_hold_a_bounded_size_of_answers_under_the_cached_length() -> None:
+    """Answers under the cached length (64 K characters) were kept by count, 4,096 of them:
+    a run of 52 KB answers (a verbose model's, or an endpoint's) grew by ~0.5 MB a sample,
+    2 GB by its 4,096th. They are now kept up to a size budget. English and Chinese alike."""
+    import gc
+
+    from groundscope.scoring.text import bleu, rouge
+    from groundscope.scoring.tokenize import CACHE_BYTES, CACHED_CHARS
+
+    bleu("warm up 热身", "the tokenizers"), rouge("warm up", "the tokenizers 分词")
+    english = [" ".join(f"a{k}w{i}" for i in range(5_000)) for k in range(24)]  # ~40 KB
+    chinese = ["".join(f"猫坐在垫子上{k}号{i}" for i in range(600)) for k in range(4)]
+    assert all(len(text) <= CACHED_CHARS for text in (*english, *chinese))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for answer in (*english, *chinese):
+            bleu(answer, "the cat sat."), rouge(answer, "the cat sat.")
+        del answer
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < CACHE_BYTES + (1 << 20), kept  # these 28 answers held 8.9 MB before
+
+
 def test_rouge_l_beyond_its_bound_is_a_failed_score() -> None:
     import asyncio
 

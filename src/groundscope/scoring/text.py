@@ -29,8 +29,8 @@ NLTK's own ``NLTKWordTokenizer`` patterns, read from the installed NLTK and appl
 order, skipping a step when the characters it needs are absent (a pattern we do not know
 always runs); Punkt's sentence loop runs in ``groundscope.scoring.tokenize``, which lists
 its shortcuts (each exact). nltk and jieba are imported on first use; token lists are
-cached per text (LRU, 4096 entries; texts up to 64 K characters, so hostile multi-megabyte
-answers are not kept).
+cached per text (LRU bounded by size: ``tokenize.CACHE_BYTES``; texts up to 64 K characters,
+so hostile multi-megabyte answers are not kept).
 
 Output keys
 -----------
