@@ -10,6 +10,7 @@ import itertools
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -193,3 +194,61 @@ def test_help_does_not_import_reporting() -> None:
             "'groundscope.report.compare', 'PIL') if m in sys.modules]\nprint(bad)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "[]"
+
+
+def make_long_run(path: Path, model: str, n: int, chars: int) -> Path:
+    """A run of ``n`` samples whose question, reference, answer, reasoning and judge detail
+    are ``chars`` characters each (an endpoint may answer up to the 4 MiB reply cap)."""
+    path.mkdir(parents=True)
+    store = RunStore(path, model)
+    store.write_config({"model": model, "datasets": ["general_vqa"], "eval_type": "mock"})
+    long = "word " * (chars // 5)
+    for k in range(n):
+        sid = f"s{k}"
+        sample = Sample(id=sid, dataset="general_vqa", subset="default",
+                        messages=(Message("user", f"{k} {long}"),), origin=Origin(path / "d.jsonl", 1),
+                        target=(f"{k} {long}",), question=f"{k} {long}")
+        pred = Prediction(sid, "h", PredictionStatus.OK,
+                          completion=Completion(f"{k} {long}", reasoning=f"{k} {long}"))
+        store.append_prediction("general_vqa", "default", sample, pred)
+        store.append_score("general_vqa", "default",
+                           Score(sid, "judge", ScoreStatus.OK, values={"accuracy": 1.0},
+                                 detail={"reply": f"{k} {long}"}), "h")
+    store.close()
+    rep = DatasetReport(model=model, dataset="general_vqa", pretty_name="General-VQA",
+                        primary_metric="accuracy", subsets=["default"], summary=Summary(),
+                        metrics=[MetricRow(metric="accuracy", subset=s, num=n, score=1.0)
+                                 for s in ("default", "OVERALL")])
+    store.write_report("general_vqa", rep.model_dump(mode="json"), evalscope_report(rep))
+    return path
+
+
+def _peak_bytes(work: Callable[[], object]) -> int:
+    import gc
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        work()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_the_page_and_a_comparison_hold_long_texts_cut_as_they_read(tmp_path: Path) -> None:
+    """The page shows 20,000 characters of a text and a comparison 400, but both held every
+    row they read whole first: the page up to 1,000 samples' rows, a comparison every
+    sample's question, references and answer, for each run (a run of 4 MiB answers: GBs).
+    They now cut each text as its row is read: memory is bounded by what is shown."""
+    from groundscope.report.html import write_html
+
+    a = make_long_run(tmp_path / "a", "m", 30, 400_000)
+    b = make_long_run(tmp_path / "b", "m", 30, 400_000)  # 60 MB of text each, read back
+    page = _peak_bytes(lambda: write_html(a))
+    compared = _peak_bytes(lambda: compare_runs([a, b]))
+    html = (a / "report.html").read_text()
+    assert "... [380002 more characters not shown]" in html  # "9 " + 400,000: counted whole
+    # (reading a row parses it whole: orjson's peak is ~13x the line, 2 MB here)
+    assert page < 48 << 20, page  # 82 MB before; 30 samples x 6 texts of 20,000 characters shown
+    assert compared < 48 << 20, compared  # 116 MB before

@@ -30,6 +30,8 @@ from groundscope.metrics import OVERALL
 from groundscope.report.rundata import RunData, load_run
 from groundscope.terminal import visible
 
+EXCERPT_CHARS = 400  # of a question, reference or answer on the comparison page
+
 SampleKey = tuple[str, str, str]  # dataset, subset, sample_id
 
 
@@ -84,7 +86,7 @@ def _load_side(label: str, run_dir: str | Path) -> RunSide:
     side = RunSide(label, load_run(run_dir))
     sums: dict[SampleKey, dict[str, list[float]]] = {}
     outs: dict[SampleKey, list[tuple[str, float | None]]] = {}
-    for row in side.data.samples():
+    for row in side.data.samples(text_max=EXCERPT_CHARS):  # only excerpts are shown
         key = (row.dataset, row.subset, row.sample_id)
         for metric, v in row.values().items():
             side.pooled.setdefault((row.dataset, row.subset, metric), []).append(v)

@@ -15,13 +15,12 @@ from typing import Any
 
 from groundscope.fileio import atomic_write
 from groundscope.metrics import OVERALL
-from groundscope.report.compare import Comparison, format_delta, format_p
+from groundscope.report.compare import EXCERPT_CHARS, Comparison, format_delta, format_p
 from groundscope.report.page import render_page
 from groundscope.report.plots import Bar, bar_chart
 from groundscope.report.table import format_score, metric_label
 
 MAX_DISAGREEMENTS = 2000
-_EXCERPT = 400
 
 
 def write_comparison(cmp: Comparison, out: str | Path) -> Path:
@@ -110,8 +109,8 @@ def _answer(outcome: str, value: float | None, text: dict[str, Any] | None) -> s
     badge = f'<span class="gs-badge gs-badge-{escape(outcome)}">{escape(outcome)}</span>'
     score = f" {escape(format_score(value))}" if value is not None else ""
     answer = "" if text is None else (text.get("prediction") or text.get("error_kind") or "")
-    if len(answer) > _EXCERPT:
-        answer = answer[:_EXCERPT] + "…"
+    if len(answer) > EXCERPT_CHARS:
+        answer = answer[:EXCERPT_CHARS] + "…"
     return f'<td>{badge}{score}<div class="gs-text">{escape(answer)}</div></td>'
 
 
@@ -129,8 +128,8 @@ def _disagreements_section(cmp: Comparison) -> str:
         refs = " | ".join(str(x) for x in first.get("refs", []))
         where = d.subset if len(cmp.primary) == 1 else f"{d.dataset} / {d.subset}"
         cells = [f"<td>{escape(where)}</td>", f"<td><code>{escape(d.sample_id)}</code></td>",
-                 f'<td class="gs-text">{escape(str(first.get("question", ""))[:_EXCERPT])}</td>',
-                 f'<td class="gs-text">{escape(refs[:_EXCERPT])}</td>']
+                 f'<td class="gs-text">{escape(str(first.get("question", ""))[:EXCERPT_CHARS])}</td>',
+                 f'<td class="gs-text">{escape(refs[:EXCERPT_CHARS])}</td>']
         cells += [_answer(o, v, t) for o, v, t in zip(d.outcomes, d.values, d.texts, strict=True)]
         rows.append(f"<tr>{''.join(cells)}</tr>")
     heads = ["Subset", "Sample", "Question", "Reference", *(s.label for s in cmp.runs)]

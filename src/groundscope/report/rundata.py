@@ -37,6 +37,59 @@ PASS_THRESHOLD = 0.5
 OUTCOMES = ("pass", "fail", "errored", "excluded")
 
 
+# ASCII: a note with "…" would make the cut copy of an ASCII text two bytes a character
+_CUT_NOTE = " ... [{} more characters not shown]"
+
+
+def cut_text(text: Any, limit: int) -> Any:
+    """A ``str`` over ``limit`` characters cut there, with a note of how many more there
+    were; a text this cut already (at ``limit``) is returned as it is, as is any non-text."""
+    if not isinstance(text, str) or len(text) <= limit:
+        return text
+    if text.startswith(_CUT_NOTE[:6], limit) and text.endswith(_CUT_NOTE[-27:]):
+        return text
+    return text[:limit] + _CUT_NOTE.format(len(text) - limit)
+
+
+def cut_texts(value: Any, limit: int) -> Any:
+    """Every ``str`` in nested lists and dicts cut as :func:`cut_text` does (keys kept)."""
+    if isinstance(value, str):
+        return cut_text(value, limit)
+    if isinstance(value, dict):
+        return {k: cut_texts(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [cut_texts(v, limit) for v in value]
+    return value
+
+
+def _cut_prediction(row: dict[str, Any], limit: int) -> dict[str, Any]:
+    """A checked predictions row with its texts cut: the answer, reasoning and error, and
+    the sample's question, references, choices, metadata and message texts (not its ids,
+    statuses or media names)."""
+    for key in ("prediction", "reasoning", "error"):
+        row[key] = cut_text(row.get(key), limit)
+    sample = row.get("sample")
+    if isinstance(sample, dict):
+        for key in ("question", "target", "choices", "metadata"):
+            if key in sample:
+                sample[key] = cut_texts(sample[key], limit)
+        for message in sample.get("messages") or ():
+            content = message.get("content")
+            if isinstance(content, str):
+                message["content"] = cut_text(content, limit)
+            else:
+                for part in content or ():
+                    if "text" in part:
+                        part["text"] = cut_text(part["text"], limit)
+    return row
+
+
+def _cut_review(row: dict[str, Any], limit: int) -> dict[str, Any]:
+    row["extracted"] = cut_text(row.get("extracted"), limit)
+    row["detail"] = cut_texts(row.get("detail"), limit)
+    return row
+
+
 @dataclass
 class SampleRow:
     """One answered (sample, repeat): its predictions line and its reviews lines."""
@@ -124,9 +177,11 @@ class RunData:
         found.sort(key=lambda f: order.get((f[0], f[1]), (len(order), 0)))
         return [(d, p) for d, _, p in found]
 
-    def samples(self, limit: int | None = None) -> Iterator[SampleRow]:
+    def samples(self, limit: int | None = None, *, text_max: int | None = None) -> Iterator[SampleRow]:
         """Every saved (sample, repeat) with its reviews, file by file; with ``limit``, only
-        the first ``limit`` of them (nothing past the cut is read into memory)."""
+        the first ``limit`` of them (nothing past the cut is read into memory). With
+        ``text_max``, each row's texts are cut to that many characters as it is read
+        (:func:`cut_text`): what is held is bounded by what is shown, not by the answers."""
         left = limit
         for _, path in self.prediction_files():
             if left is not None and left <= 0:
@@ -136,7 +191,8 @@ class RunData:
                 key = (str(r["sample_id"]), int(r.get("repeat", 0)))
                 if left is not None and key not in latest and len(latest) >= left:
                     break
-                latest[key] = r  # a later line supersedes (an uncompacted, crashed run)
+                # a later line supersedes (an uncompacted, crashed run)
+                latest[key] = r if text_max is None else _cut_prediction(r, text_max)
             reviews: dict[tuple[str, int], list[dict[str, Any]]] = {}
             review_path = self.run_dir / "reviews" / self.model_dir / path.name
             if review_path.exists():  # with a limit, only the shown samples' reviews are checked
@@ -145,7 +201,8 @@ class RunData:
                 for row in rows:
                     key = (str(row["sample_id"]), int(row.get("repeat", 0)))
                     if key in latest:
-                        reviews.setdefault(key, []).append(row)
+                        reviews.setdefault(key, []).append(
+                            row if text_max is None else _cut_review(row, text_max))
             for key, row in latest.items():
                 yield SampleRow(row["dataset"], row["subset"], row, reviews.get(key, []))
             if left is not None:

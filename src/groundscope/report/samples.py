@@ -15,7 +15,7 @@ from typing import Any
 
 from groundscope.media import media_roots
 from groundscope.report.embed import MediaTable
-from groundscope.report.rundata import OUTCOMES, RunData, SampleRow
+from groundscope.report.rundata import OUTCOMES, RunData, SampleRow, cut_text
 from groundscope.report.table import metric_label
 from groundscope.rowcodec import origin_dir
 
@@ -23,9 +23,7 @@ TEXT_MAX = 20_000
 
 
 def _cut(text: Any) -> Any:
-    if isinstance(text, str) and len(text) > TEXT_MAX:
-        return text[:TEXT_MAX] + f" … [{len(text) - TEXT_MAX} more characters not shown]"
-    return text
+    return cut_text(text, TEXT_MAX)
 
 
 def _compact(value: Any) -> Any:
@@ -138,7 +136,7 @@ def collect(run: RunData, media: MediaTable, limit: int | None = None) -> dict[s
     latencies: dict[str, list[float]] = {}
     values: dict[str, dict[str, list[float]]] = {}
     bases: dict[str, Path | None] = {}
-    for row in run.samples(limit):
+    for row in run.samples(limit, text_max=TEXT_MAX):
         if row.dataset not in index:
             index[row.dataset] = len(datasets)
             rep = run.report(row.dataset)
