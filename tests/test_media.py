@@ -611,3 +611,31 @@ def test_header_check_reads_past_large_metadata(tmp_path: Path) -> None:
             media.check(ref("icc.jpg", base_dir=tmp_path), decode=False)
     finally:
         media.images._MAX_PIXELS.reset(token)
+
+
+def _jpeg_with_header_at(offset: int) -> bytes:
+    """A valid JPEG whose frame header comes after ``offset`` bytes of APP2 segments (Pillow
+    opens and decodes it)."""
+    data = image_bytes("JPEG", size=(32, 32))
+    filler = b"\xff\xe2" + (65533 + 2).to_bytes(2, "big") + bytes(65533)
+    return data[:2] + filler * (offset // len(filler) + 1) + data[2:]
+
+
+@pytest.mark.parametrize("sent_here", [True, False], ids=["local run", "dry run or Ray driver"])
+def test_where_an_image_header_may_sit_does_not_depend_on_who_checks(
+        tmp_path: Path, sent_here: bool) -> None:
+    """A header is looked for in the file's first 1 MiB, whether the check read the file
+    whole (a local run, which sends it) or its head (--dry-run, a Ray driver): the same
+    records are bad either way. A local run took a header 1.3 MB in, which --dry-run and
+    the earlier code called unreadable."""
+    from groundscope.media.sources import _SENDING
+
+    write(tmp_path, "near.jpg", _jpeg_with_header_at(200_000))
+    write(tmp_path, "far.jpg", _jpeg_with_header_at(1_300_000))
+    token = _SENDING.set(sent_here)
+    try:
+        media.check(ref("near.jpg", base_dir=tmp_path), decode=False)
+        with pytest.raises(MediaError, match=r"far\.jpg: not a readable image"):
+            media.check(ref("far.jpg", base_dir=tmp_path), decode=False)
+    finally:
+        _SENDING.reset(token)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import re
 import warnings
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
@@ -153,7 +154,8 @@ def check(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES, decode: bool = T
             _verify_image(read_raw(ref, max_bytes, at_load=sending())[0], describe(ref))
         elif key is not None and key not in _CHECKED and sending():
             # to be sent from here: read whole once, for the header, its content id, its send
-            open_image(read_raw(ref, max_bytes, at_load=True)[0], ref).close()
+            data = read_raw(ref, max_bytes, at_load=True)[0]
+            _open_head(lambda size: data[:size], ref).close()
         elif key is None or key not in _CHECKED:  # Pillow needs only a file's head for the header
             _header_image(ref, max_bytes).close()
         _remember_checked(key)
@@ -168,14 +170,20 @@ def check(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES, decode: bool = T
 
 def _header_image(ref: MediaRef, max_bytes: int) -> Any:
     """A local or inline image opened from its head (header parsed, nothing decoded)."""
-    head = read_raw(ref, max_bytes, head=_HEAD_BYTES)[0]
+    return _open_head(lambda size: read_raw(ref, max_bytes, head=size)[0], ref)
+
+
+def _open_head(head: Callable[[int], bytes], ref: MediaRef) -> Any:
+    """The image opened from ``head(n)``, its first n bytes: 64 KiB, then 1 MiB for a header
+    behind large metadata blocks (EXIF, ICC). A header further in is unreadable, whether the
+    file was read whole (a local run's check) or only its head (--dry-run, a Ray driver)."""
+    first = head(_HEAD_BYTES)
     try:
-        return open_image(head, ref)
+        return open_image(first, ref)
     except MediaError:
-        if len(head) < _HEAD_BYTES:  # that was the whole file
+        if len(first) < _HEAD_BYTES:  # that was the whole file
             raise
-        # a header behind large metadata blocks (EXIF, ICC): read further
-        return open_image(read_raw(ref, max_bytes, head=_HEADER_BYTES)[0], ref)
+        return open_image(head(_HEADER_BYTES), ref)
 
 
 def image_size(ref: MediaRef, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[int, int]:
