@@ -180,6 +180,28 @@ def test_the_token_caches_hold_a_bounded_size_of_answers_under_the_cached_length
     assert kept < CACHE_BYTES + (1 << 20), kept  # these 28 answers held 8.9 MB before
 
 
+def test_the_token_caches_count_a_text_that_is_mostly_whitespace() -> None:
+    """The size of a cached entry was estimated from its tokens alone: 300 texts of 65,000
+    spaces and two words were 2 KB each to the cache and 65 KB each in memory (20 MB)."""
+    import gc
+
+    from groundscope.scoring.text import bleu
+    from groundscope.scoring.tokenize import CACHE_BYTES
+
+    bleu("warm up", "the tokenizers")
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for k in range(300):  # each text made here and dropped: the cache alone keeps it
+            bleu(f"w{k}" + " " * 65_000 + "end", "the cat sat.")
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < CACHE_BYTES + (1 << 20), kept
+
+
 def test_rouge_l_beyond_its_bound_is_a_failed_score() -> None:
     import asyncio
 

@@ -38,12 +38,12 @@ CACHE_BYTES = 4 << 20  # each cache: an English and a Chinese one
 CACHED_CHARS = 1 << 16
 
 
-def _held_bytes(tokens: tuple[str, ...]) -> int:
-    """An estimate of the bytes a cached entry holds, on the generous side: a ``str`` object
-    per token and the key (the text: about the tokens' characters again), the tuple, and
-    the cache's own ~600 bytes an entry. Measured with ``tracemalloc`` on full caches of
-    English, Chinese and emoji texts, 1 to 6,000 tokens each: 0.5-0.85x the estimate."""
-    return 640 + 8 * len(tokens) + 2 * sum(map(sys.getsizeof, tokens))
+def _held_bytes(text: str, tokens: tuple[str, ...]) -> int:
+    """An estimate of the bytes a cached entry holds, on the generous side: its key (the
+    text), the tuple, a ``str`` object per token (half as much again), and the cache's own
+    ~600 bytes an entry. Measured with ``tracemalloc`` on full caches of English, Chinese,
+    emoji and mostly-whitespace texts, 1 to 6,000 tokens each: at most the estimate."""
+    return 640 + sys.getsizeof(text) + 8 * len(tokens) + sum(map(sys.getsizeof, tokens)) * 3 // 2
 
 
 @functools.cache
@@ -63,21 +63,28 @@ def warm_chinese() -> None:
 
 
 def _jieba_words(text: str) -> tuple[str, ...]:
-    return _jieba_cached(text) if len(text) <= CACHED_CHARS else tuple(_jieba()(text))
+    return _jieba_cached(text)[0] if len(text) <= CACHED_CHARS else tuple(_jieba()(text))
 
 
 def _english_words(text: str) -> tuple[str, ...]:
-    return _english_cached(text) if len(text) <= CACHED_CHARS else tuple(_english().tokenize(text))
+    return _english_cached(text)[0] if len(text) <= CACHED_CHARS else tuple(_english().tokenize(text))
 
 
-@cached(LRUCache(CACHE_BYTES, getsizeof=_held_bytes), lock=threading.Lock())
-def _jieba_cached(text: str) -> tuple[str, ...]:
-    return tuple(_jieba()(text))
+def _entry_size(entry: tuple[tuple[str, ...], int]) -> int:
+    return entry[1]
 
 
-@cached(LRUCache(CACHE_BYTES, getsizeof=_held_bytes), lock=threading.Lock())
-def _english_cached(text: str) -> tuple[str, ...]:
-    return tuple(_english().tokenize(text))
+# Each cached value is (tokens, its estimated size with its key): the cache sizes values only.
+@cached(LRUCache(CACHE_BYTES, getsizeof=_entry_size), lock=threading.Lock())
+def _jieba_cached(text: str) -> tuple[tuple[str, ...], int]:
+    tokens = tuple(_jieba()(text))
+    return tokens, _held_bytes(text, tokens)
+
+
+@cached(LRUCache(CACHE_BYTES, getsizeof=_entry_size), lock=threading.Lock())
+def _english_cached(text: str) -> tuple[tuple[str, ...], int]:
+    tokens = tuple(_english().tokenize(text))
+    return tokens, _held_bytes(text, tokens)
 
 
 def contains_chinese(text: str) -> bool:
