@@ -196,13 +196,15 @@ def test_help_does_not_import_reporting() -> None:
     assert proc.stdout.strip() == "[]"
 
 
-def make_long_run(path: Path, model: str, n: int, chars: int) -> Path:
+def make_long_run(path: Path, model: str, n: int, chars: int, *, long: str | None = None,
+                  detail: object = None) -> Path:
     """A run of ``n`` samples whose question, reference, answer, reasoning and judge detail
-    are ``chars`` characters each (an endpoint may answer up to the 4 MiB reply cap)."""
+    are ``chars`` characters each (an endpoint may answer up to the 4 MiB reply cap), or
+    ``long``; ``detail``: the judge detail instead."""
     path.mkdir(parents=True)
     store = RunStore(path, model)
     store.write_config({"model": model, "datasets": ["general_vqa"], "eval_type": "mock"})
-    long = "word " * (chars // 5)
+    long = "word " * (chars // 5) if long is None else long
     for k in range(n):
         sid = f"s{k}"
         sample = Sample(id=sid, dataset="general_vqa", subset="default",
@@ -213,7 +215,8 @@ def make_long_run(path: Path, model: str, n: int, chars: int) -> Path:
         store.append_prediction("general_vqa", "default", sample, pred)
         store.append_score("general_vqa", "default",
                            Score(sid, "judge", ScoreStatus.OK, values={"accuracy": 1.0},
-                                 detail={"reply": f"{k} {long}"}), "h")
+                                 detail={"reply": f"{k} {long}"} if detail is None else detail),
+                           "h")
     store.close()
     rep = DatasetReport(model=model, dataset="general_vqa", pretty_name="General-VQA",
                         primary_metric="accuracy", subsets=["default"], summary=Summary(),
@@ -252,3 +255,30 @@ def test_the_page_and_a_comparison_hold_long_texts_cut_as_they_read(tmp_path: Pa
     # (reading a row parses it whole: orjson's peak is ~13x the line, 2 MB here)
     assert page < 48 << 20, page  # 82 MB before; 30 samples x 6 texts of 20,000 characters shown
     assert compared < 48 << 20, compared  # 116 MB before
+
+
+def test_a_text_made_to_look_cut_is_cut_again(tmp_path: Path) -> None:
+    """A text is cut where it is read, whatever it holds: one crafted to end like a cut note
+    was taken as cut already and shown whole (a 5 MB answer in the page)."""
+    from groundscope.report.html import write_html
+
+    fake = "A" * 19_998 + " ... [" + "X" * 1_000_000 + " more characters not shown]"  # "k " first
+    a = make_long_run(tmp_path / "a", "m", 2, 0, long=fake)
+    html = (write_html(a)).read_text()
+    assert "X" * 1_000 not in html and len(html) < 1_000_000
+    assert f"... [{len('0 ' + fake) - 20_000} more characters not shown]" in html  # counted whole
+
+
+def test_deeply_nested_judge_detail_is_shown_to_a_depth(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """orjson reads JSON nested 1,024 deep; cutting texts went down every level and a detail
+    500 deep stopped report A B with a RecursionError traceback. Past CUT_DEPTH levels a
+    detail is a note; both pages are written."""
+    a = make_long_run(tmp_path / "a", "m", 2, 100, detail={"deep": "DEEP"})
+    b = make_long_run(tmp_path / "b", "m", 2, 100)
+    reviews = next((a / "reviews").rglob("*.jsonl"))  # deeper than groundscope writes: by hand
+    reviews.write_text(reviews.read_text().replace('"DEEP"', "[" * 900 + '"x"' + "]" * 900))
+    assert main(["report", str(a), str(b), "--out", str(tmp_path / "c.html")]) == 0
+    assert (tmp_path / "c.html").exists()
+    assert main(["report", str(a)]) == 0
+    assert "nested deeper than 32 levels: not shown" in (a / "report.html").read_text()

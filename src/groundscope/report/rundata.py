@@ -39,55 +39,38 @@ OUTCOMES = ("pass", "fail", "errored", "excluded")
 
 # ASCII: a note with "…" would make the cut copy of an ASCII text two bytes a character
 _CUT_NOTE = " ... [{} more characters not shown]"
+CUT_DEPTH = 32  # lists and dicts nested deeper are not shown (orjson reads up to 1,024)
+_DEEPER = f"[nested deeper than {CUT_DEPTH} levels: not shown]"
+_IDENTITY = frozenset({"sample_id", "repeat", "dataset", "subset"})  # a row's key: never cut
 
 
 def cut_text(text: Any, limit: int) -> Any:
     """A ``str`` over ``limit`` characters cut there, with a note of how many more there
-    were; a text this cut already (at ``limit``) is returned as it is, as is any non-text."""
+    were (a text is cut once, where it is read: one that looks cut already is cut again);
+    anything else as it is."""
     if not isinstance(text, str) or len(text) <= limit:
-        return text
-    if text.startswith(_CUT_NOTE[:6], limit) and text.endswith(_CUT_NOTE[-27:]):
         return text
     return text[:limit] + _CUT_NOTE.format(len(text) - limit)
 
 
-def cut_texts(value: Any, limit: int) -> Any:
-    """Every ``str`` in nested lists and dicts cut as :func:`cut_text` does (keys kept)."""
+def cut_texts(value: Any, limit: int, depth: int = 0) -> Any:
+    """Every ``str`` in nested lists and dicts cut as :func:`cut_text` does (keys kept); a
+    list or dict more than :data:`CUT_DEPTH` levels down is replaced by a note."""
     if isinstance(value, str):
         return cut_text(value, limit)
+    if isinstance(value, dict | list) and depth >= CUT_DEPTH:
+        return _DEEPER
     if isinstance(value, dict):
-        return {k: cut_texts(v, limit) for k, v in value.items()}
+        return {k: cut_texts(v, limit, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [cut_texts(v, limit) for v in value]
+        return [cut_texts(v, limit, depth + 1) for v in value]
     return value
 
 
-def _cut_prediction(row: dict[str, Any], limit: int) -> dict[str, Any]:
-    """A checked predictions row with its texts cut: the answer, reasoning and error, and
-    the sample's question, references, choices, metadata and message texts (not its ids,
-    statuses or media names)."""
-    for key in ("prediction", "reasoning", "error"):
-        row[key] = cut_text(row.get(key), limit)
-    sample = row.get("sample")
-    if isinstance(sample, dict):
-        for key in ("question", "target", "choices", "metadata"):
-            if key in sample:
-                sample[key] = cut_texts(sample[key], limit)
-        for message in sample.get("messages") or ():
-            content = message.get("content")
-            if isinstance(content, str):
-                message["content"] = cut_text(content, limit)
-            else:
-                for part in content or ():
-                    if "text" in part:
-                        part["text"] = cut_text(part["text"], limit)
-    return row
-
-
-def _cut_review(row: dict[str, Any], limit: int) -> dict[str, Any]:
-    row["extracted"] = cut_text(row.get("extracted"), limit)
-    row["detail"] = cut_texts(row.get("detail"), limit)
-    return row
+def _cut_row(row: dict[str, Any], limit: int) -> dict[str, Any]:
+    """A checked row (a prediction with its sample, or a review) with every text in it cut
+    and its nesting bounded, except the fields that name its sample."""
+    return {k: v if k in _IDENTITY else cut_texts(v, limit, 1) for k, v in row.items()}
 
 
 @dataclass
@@ -180,8 +163,9 @@ class RunData:
     def samples(self, limit: int | None = None, *, text_max: int | None = None) -> Iterator[SampleRow]:
         """Every saved (sample, repeat) with its reviews, file by file; with ``limit``, only
         the first ``limit`` of them (nothing past the cut is read into memory). With
-        ``text_max``, each row's texts are cut to that many characters as it is read
-        (:func:`cut_text`): what is held is bounded by what is shown, not by the answers."""
+        ``text_max``, each row's texts are cut to that many characters as it is read, and
+        its nesting to :data:`CUT_DEPTH` (:func:`cut_texts`): what is held is bounded by what
+        is shown, not by the answers."""
         left = limit
         for _, path in self.prediction_files():
             if left is not None and left <= 0:
@@ -192,7 +176,7 @@ class RunData:
                 if left is not None and key not in latest and len(latest) >= left:
                     break
                 # a later line supersedes (an uncompacted, crashed run)
-                latest[key] = r if text_max is None else _cut_prediction(r, text_max)
+                latest[key] = r if text_max is None else _cut_row(r, text_max)
             reviews: dict[tuple[str, int], list[dict[str, Any]]] = {}
             review_path = self.run_dir / "reviews" / self.model_dir / path.name
             if review_path.exists():  # with a limit, only the shown samples' reviews are checked
@@ -202,7 +186,7 @@ class RunData:
                     key = (str(row["sample_id"]), int(row.get("repeat", 0)))
                     if key in latest:
                         reviews.setdefault(key, []).append(
-                            row if text_max is None else _cut_review(row, text_max))
+                            row if text_max is None else _cut_row(row, text_max))
             for key, row in latest.items():
                 yield SampleRow(row["dataset"], row["subset"], row, reviews.get(key, []))
             if left is not None:

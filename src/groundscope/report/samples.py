@@ -4,7 +4,8 @@ The page embeds every record in one JSON blob and renders it page by page in the
 so the Python side only shapes data: messages with media replaced by indexes into a
 ``MediaTable``, the prediction, the references, each scorer's status / values / extracted
 answer / detail, and the outcome under the primary metric (see ``rundata``). Long texts are
-cut at ``TEXT_MAX`` characters so one runaway answer cannot bloat the page.
+cut at ``TEXT_MAX`` characters as the rows are read (``RunData.samples(text_max=...)``) so
+one runaway answer cannot bloat the page, nor the memory that builds it.
 """
 
 from __future__ import annotations
@@ -15,21 +16,15 @@ from typing import Any
 
 from groundscope.media import media_roots
 from groundscope.report.embed import MediaTable
-from groundscope.report.rundata import OUTCOMES, RunData, SampleRow, cut_text
+from groundscope.report.rundata import OUTCOMES, RunData, SampleRow
 from groundscope.report.table import metric_label
 from groundscope.rowcodec import origin_dir
 
 TEXT_MAX = 20_000
 
 
-def _cut(text: Any) -> Any:
-    return cut_text(text, TEXT_MAX)
-
-
 def _compact(value: Any) -> Any:
-    """Detail values with long strings cut and floats rounded (JSON-able as they come)."""
-    if isinstance(value, str):
-        return _cut(value)
+    """Detail values with floats rounded (JSON-able as they come; texts were cut as read)."""
     if isinstance(value, float):
         return round(value, 4)
     if isinstance(value, Mapping):
@@ -44,12 +39,12 @@ def _messages(messages: list[dict[str, Any]], media: MediaTable, base: Path | No
     for msg in messages:
         content = msg.get("content")
         if isinstance(content, str):
-            parts: list[dict[str, Any]] = [{"t": "text", "x": _cut(content)}]
+            parts: list[dict[str, Any]] = [{"t": "text", "x": content}]
         else:
             parts = []
             for part in content or []:
                 if part.get("type") == "text":
-                    parts.append({"t": "text", "x": _cut(part.get("text", ""))})
+                    parts.append({"t": "text", "x": part.get("text", "")})
                 else:
                     kind = str(part.get("type"))
                     parts.append({"t": kind, "m": media.ref(kind, str(part.get("media")), base)})
@@ -104,7 +99,8 @@ def sample_record(row: SampleRow, primary: str | None, media: MediaTable,
                   where: tuple[int, int], bases: dict[str, Path | None]) -> dict[str, Any]:
     """The JSON record of one (sample, repeat); ``where`` = (dataset index, subset index);
     ``bases``: the media base folder of each origin file met so far (filled in here: one
-    ``realpath`` per dataset file, not per sample)."""
+    ``realpath`` per dataset file, not per sample). ``row`` as :func:`collect` reads it:
+    its texts cut at ``TEXT_MAX``."""
     pred = row.prediction
     sample = pred.get("sample") or {}
     origin = str(sample.get("origin", ""))
@@ -116,12 +112,12 @@ def sample_record(row: SampleRow, primary: str | None, media: MediaTable,
         "id": row.sample_id, "repeat": row.repeat, "ds": where[0], "sub": where[1],
         "origin": origin, "outcome": outcome, "pv": None if value is None else round(value, 4),
         "status": pred.get("status"), "latency": pred.get("latency_s"),
-        "attempts": pred.get("attempts"), "question": _cut(sample.get("question", "")),
+        "attempts": pred.get("attempts"), "question": sample.get("question", ""),
         "messages": _messages(sample.get("messages") or [], media, bases[origin_file]),
-        "prediction": _cut(pred.get("prediction")), "refs": [_cut(t) for t in sample.get("target") or []],
+        "prediction": pred.get("prediction"), "refs": list(sample.get("target") or []),
         "scores": _scores(row.reviews), "flags": sample_flags(row.reviews),
     }
-    optional = {"reasoning": _cut(pred.get("reasoning")), "error": _cut(pred.get("error")),
+    optional = {"reasoning": pred.get("reasoning"), "error": pred.get("error"),
                 "error_kind": pred.get("error_kind"), "choices": sample.get("choices") or None,
                 "metadata": _compact(sample.get("metadata")) or None}
     rec.update({k: v for k, v in optional.items() if v})
