@@ -54,23 +54,30 @@ def cut_text(text: Any, limit: int) -> Any:
 
 
 def cut_texts(value: Any, limit: int, depth: int = 0) -> Any:
-    """Every ``str`` in nested lists and dicts cut as :func:`cut_text` does (keys kept); a
-    list or dict more than :data:`CUT_DEPTH` levels down is replaced by a note."""
+    """Every ``str`` in nested lists and dicts cut as :func:`cut_text` does, in place (keys
+    kept); a list or dict more than :data:`CUT_DEPTH` levels down is replaced by a note."""
     if isinstance(value, str):
         return cut_text(value, limit)
-    if isinstance(value, dict | list) and depth >= CUT_DEPTH:
+    if not isinstance(value, dict | list):
+        return value
+    if depth >= CUT_DEPTH:
         return _DEEPER
-    if isinstance(value, dict):
-        return {k: cut_texts(v, limit, depth + 1) for k, v in value.items()}
-    if isinstance(value, list):
-        return [cut_texts(v, limit, depth + 1) for v in value]
+    for key, item in value.items() if isinstance(value, dict) else enumerate(value):
+        if isinstance(item, str):
+            if len(item) > limit:
+                value[key] = cut_text(item, limit)
+        elif isinstance(item, dict | list):
+            value[key] = cut_texts(item, limit, depth + 1)
     return value
 
 
 def _cut_row(row: dict[str, Any], limit: int) -> dict[str, Any]:
     """A checked row (a prediction with its sample, or a review) with every text in it cut
-    and its nesting bounded, except the fields that name its sample."""
-    return {k: v if k in _IDENTITY else cut_texts(v, limit, 1) for k, v in row.items()}
+    and its nesting bounded, in place, except the fields that name its sample."""
+    for key, value in row.items():
+        if key not in _IDENTITY and isinstance(value, str | dict | list):
+            row[key] = cut_texts(value, limit, 1)
+    return row
 
 
 @dataclass
