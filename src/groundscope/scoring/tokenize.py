@@ -105,19 +105,6 @@ class _SizedCache:
                     self._size -= self._items.popitem(last=False)[1][1]
         return tokens
 
-    @property
-    def size(self) -> int:
-        """The estimated bytes held now."""
-        return self._size
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self._size = 0
-
-    def __len__(self) -> int:
-        return len(self._items)
-
 
 _jieba_cached = _SizedCache(lambda text: tuple(_jieba()(text)), CACHE_BYTES)
 _english_cached = _SizedCache(lambda text: tuple(_english().tokenize(text)), CACHE_BYTES)
