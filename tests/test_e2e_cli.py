@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 
 import pytest
 
@@ -155,6 +156,29 @@ def test_resume_sends_nothing_for_finished_samples(server, finished_run, tmp_pat
     preds = (run_dir / "predictions" / "sim-vl" / "general_vqa_example_openai.jsonl").read_text()
     ids = [json.loads(line)["sample_id"] for line in preds.splitlines()]
     assert len(ids) == len(set(ids))
+
+
+EARLIER_RUN = ROOT / "tests" / "earlier_runs" / "vqa_989d77d"  # see its README.md
+
+
+def test_resume_reuses_the_answers_an_earlier_version_saved(server, tmp_path) -> None:
+    """A run groundscope saved at 989d77d, when a local medium entered the request hash by its
+    BLAKE2b (SHA-256 since): resumed by this version, it asks the model nothing and keeps its
+    rows as they were."""
+    run_dir = tmp_path / "earlier"
+    shutil.copytree(EARLIER_RUN, run_dir)
+    for path in run_dir.rglob("*.json*"):  # written in /work/main: moved to this checkout
+        path.write_text(path.read_text().replace('"/work/main/examples', f'"{EXAMPLES}'))
+    saved = {p: p.read_bytes() for p in run_dir.rglob("*.jsonl")}
+    assert any(b"../media/" in rows for rows in saved.values())  # local media are hashed
+    server.reset()
+    proc = run_cli("eval", "--model", "sim-vl", "--api-url", server.base_url,
+                   "--datasets", "general_vqa", "--dataset-args", json.dumps(VQA_ARGS),
+                   "--use-cache", str(run_dir), *MEDIA_ROOT, "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert server.stats()["requests"] == 0
+    assert {p: p.read_bytes() for p in saved} == saved
+    assert table_rows(proc.stdout)[("ROUGE ↑ · L · Recall", "OVERALL")][0] == 15
 
 
 def test_score_and_report_commands(finished_run, server) -> None:

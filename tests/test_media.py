@@ -414,10 +414,10 @@ def _rewrite_keeping_version(path: Path, data: bytes) -> None:
     os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
 
 
-def _blake(data: bytes) -> str:
+def _content_id(data: bytes) -> str:
     import hashlib
 
-    return f"{len(data)}:{hashlib.blake2b(data, digest_size=16).hexdigest()}"
+    return f"{len(data)}:sha256:{hashlib.sha256(data).hexdigest()[:32]}"
 
 
 def _sent(image: MediaRef) -> bytes:
@@ -434,7 +434,7 @@ def test_an_image_checked_at_load_is_not_read_again_for_its_content_id(tmp_path:
     media.check(ref("once.jpg", base_dir=tmp_path), decode=False)
     _rewrite_keeping_version(tmp_path / "once.jpg", b"\0" * len(original))
     ident = media.fingerprint(ref("once.jpg", base_dir=tmp_path))
-    assert ident == f"image|path:once.jpg:{_blake(original)}"
+    assert ident == f"image|path:once.jpg:{_content_id(original)}"
 
 
 def test_an_image_checked_at_load_is_sent_from_the_bytes_read_then(tmp_path: Path,
@@ -464,7 +464,7 @@ def test_a_check_where_nothing_is_sent_reads_only_the_head(tmp_path: Path) -> No
     media.check(ref("head.jpg", base_dir=tmp_path), decode=False)
     changed = original[:-10] + bytes(8) + original[-2:]
     _rewrite_keeping_version(tmp_path / "head.jpg", changed)
-    assert media.fingerprint(ref("head.jpg", base_dir=tmp_path)).endswith(_blake(changed))
+    assert media.fingerprint(ref("head.jpg", base_dir=tmp_path)).endswith(_content_id(changed))
 
 
 def test_a_short_read_at_load_is_not_kept(tmp_path: Path, sending: None,
@@ -491,7 +491,7 @@ def test_a_short_read_at_load_is_not_kept(tmp_path: Path, sending: None,
     os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
     assert os.stat(path).st_ino == info.st_ino
     assert _sent(image) == original
-    assert media.fingerprint(image).endswith(_blake(original))
+    assert media.fingerprint(image).endswith(_content_id(original))
 
 
 def test_bytes_kept_from_load_are_bounded(tmp_path: Path, sending: None) -> None:

@@ -341,3 +341,35 @@ def test_a_shard_is_resumed_as_the_same_shard(vqa_run, tmp_path: Path) -> None:
         run_task({**cfg, "use_cache": str(single), "shard": "1/3"})
     assert _rows(copy, "predictions") == before
     assert json.loads((copy / "config.json").read_text())["shard"] == "1/3"
+
+
+def test_a_shard_an_earlier_version_ran_is_named_and_resuming_it_mends_the_plan(
+        vqa_run, tmp_path: Path) -> None:
+    """Versions to 2026-12-06 hashed local media with BLAKE2b (SHA-256 since) and wrote no
+    ``media_ids`` in ``plan.json``: merge names that shard and says how to mend it; resumed by
+    this version it asks nothing again, records its plan anew and merges."""
+    from groundscope import media
+
+    cfg, single, shards = vqa_run
+    earlier = tmp_path / "earlier"
+    with media.earlier_content_ids():  # as that version hashed media
+        run_task({**cfg, "work_dir": str(earlier), "shard": "2/3"})
+    plan = json.loads((earlier / "plan.json").read_text())
+    del plan["media_ids"]  # as that version wrote it
+    (earlier / "plan.json").write_text(json.dumps(plan))
+    args = [str(shards[0]), str(earlier), str(shards[2])]
+    err = _refused([*args, "--work-dir", str(tmp_path / "m")])
+    assert f"the plan of {earlier} was recorded by a groundscope before 2026-12-06" in err
+    assert "resume that shard with this version" in err
+    saved = {p: p.read_bytes() for p in (earlier / "predictions").rglob("*.jsonl")}
+    run_task({**cfg, "use_cache": str(earlier), "shard": "2/3"})
+    assert {p: p.read_bytes() for p in saved} == saved  # nothing asked again
+    merged = Path(merge_runs([shards[0], earlier, shards[2]], tmp_path / "merged").run_dir)
+    assert _without_usage(_reports(merged)) == _without_usage(_reports(single))
+
+    def unhashed(run_dir: Path, kind: str) -> dict[tuple[Any, ...], dict[str, Any]]:
+        # the reused rows keep the request hashes their version computed
+        return {k: {**row, "request_hash": None} for k, row in _rows(run_dir, kind).items()}
+
+    for kind in ("predictions", "reviews"):
+        assert unhashed(merged, kind) == unhashed(single, kind)

@@ -21,6 +21,7 @@ from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from groundscope import media
 from groundscope.errors import MediaError, ModelError
 from groundscope.metrics import category_of
 from groundscope.resume import scoring_view
@@ -132,7 +133,8 @@ async def _predict(client: ModelClient | None, sample: Sample, repeat: int, save
     except MediaError as exc:
         return Predicted(Prediction(sample.id, "unhashable", PredictionStatus.ERROR, error=str(exc),
                                     error_kind="media", attempts=0, repeat=repeat))
-    if row is not None and row["request_hash"] != req_hash:
+    if row is not None and row["request_hash"] != req_hash \
+            and not _hashed_so_earlier(client, sample, repeat, row["request_hash"]):
         log.debug("%s: request changed since the cached run (prompt, media, model or "
                   "generation config); requesting it again", sample.origin)
         return Predicted(await _request(client, sample, req_hash, repeat, redact), changed=True)
@@ -145,6 +147,18 @@ async def _predict(client: ModelClient | None, sample: Sample, repeat: int, save
         log.debug("%s: reference changed since the cached run; re-scoring", sample.origin)
         return Predicted(pred, cached=True, changed=True)
     return Predicted(await _request(client, sample, req_hash, repeat, redact))
+
+
+def _hashed_so_earlier(client: ModelClient, sample: Sample, repeat: int, saved_hash: Any) -> bool:
+    """Whether ``saved_hash`` is this request's hash as groundscope computed it to 2026-12-06,
+    when a local medium's content id was its BLAKE2b (now SHA-256, ``media/digest.py``): the
+    answers of a run an earlier version saved are reused on resume, not asked again. Only a
+    request whose hash changed pays for this (each local medium hashed again, once)."""
+    with media.earlier_content_ids():
+        try:
+            return client.sample_hash(sample, repeat) == saved_hash
+        except MediaError:
+            return False
 
 
 async def _request(client: ModelClient, sample: Sample, req_hash: str, repeat: int,

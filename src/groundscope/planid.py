@@ -34,6 +34,10 @@ from groundscope.types import MediaPart, Sample
 PLAN_FILE = "plan.json"
 RECORDS_FILE = "plan-records.jsonl"
 MAX_RECORD_LINE = 64 << 10  # one record's line: names, an id and a digest
+# How a local medium's content enters a record's digest (``media/digest.py``); a plan without
+# it was recorded by a version to 2026-12-06, which hashed media with BLAKE2b.
+MEDIA_IDS = "sha256"
+EARLIER_MEDIA_IDS = "blake2b"
 
 
 class PlanRecorder:
@@ -90,7 +94,8 @@ class PlanRecorder:
             os.replace(self._partial, self.run_dir / RECORDS_FILE)
         except OSError as exc:
             raise write_error(self.run_dir / RECORDS_FILE, exc) from None
-        plan = {"records": self._count, "digest": self._digest.hexdigest(), "files": self._files}
+        plan = {"records": self._count, "digest": self._digest.hexdigest(), "files": self._files,
+                "media_ids": MEDIA_IDS}
         atomic_write(self.run_dir / PLAN_FILE, orjson.dumps(plan, option=orjson.OPT_INDENT_2))
 
     def close(self) -> None:
@@ -112,8 +117,9 @@ def read_plan(run_dir: Path) -> dict[str, Any] | None:
         raise StoreError(str(exc)) from None
     files = data.get("files")
     if not (isinstance(data.get("records"), int) and isinstance(data.get("digest"), str)
-            and isinstance(files, dict) and all(isinstance(v, int) for v in files.values())):
-        raise StoreError(f"{path}: not a groundscope plan (records, digest, files)")
+            and isinstance(files, dict) and all(isinstance(v, int) for v in files.values())
+            and isinstance(data.get("media_ids", EARLIER_MEDIA_IDS), str)):
+        raise StoreError(f"{path}: not a groundscope plan (records, digest, files, media_ids)")
     return data
 
 
@@ -145,6 +151,13 @@ def plan_difference(first: Path, other: Path) -> str:
     a, b = read_plan(first), read_plan(other)
     if a is None or b is None:
         raise AssertionError("both plans are read before")
+    ids = [plan.get("media_ids", EARLIER_MEDIA_IDS) for plan in (a, b)]
+    if ids[0] != ids[1] and (a["records"], a["digest"]) != (b["records"], b["digest"]):
+        earlier = first if ids[0] == EARLIER_MEDIA_IDS else other
+        return (f"the plan of {earlier} was recorded by a groundscope before 2026-12-06, which "
+                "identified media by another hash: resume that shard with this version "
+                "(groundscope eval ... --shard N --use-cache DIR), which asks nothing again "
+                "and records its plan anew")
     if (a["records"], a["digest"]) == (b["records"], b["digest"]):
         for path in sorted(a["files"].keys() | b["files"].keys()):
             sa, sb = a["files"].get(path), b["files"].get(path)

@@ -27,6 +27,7 @@ is shown in outputs as ``describe(ref)``.
 """
 
 from groundscope.defaults import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS
+from groundscope.media.digest import earlier_content_ids
 from groundscope.media.formats import AUDIO_FORMATS, VIDEO_FORMATS, check_format, sniff_mime
 from groundscope.media.images import (
     check,
@@ -77,6 +78,7 @@ __all__ = [
     "check_fps",
     "chosen_media_roots",
     "describe",
+    "earlier_content_ids",
     "exists",
     "fetched_audio_format",
     "fingerprint",
