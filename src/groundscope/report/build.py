@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from groundscope.report.evalscope import evalscope_report
 from groundscope.report.grounding import add_grounding_stats
-from groundscope.report.judge import add_judge_stats
 from groundscope.report.model import DatasetReport, MetricRow
 from groundscope.summary import read_rate_limits
 
@@ -54,7 +53,10 @@ def build_dataset_report(store: RunStore, run: DatasetTotals, *, model: str, see
         summary=run.summary,
         metrics=[MetricRow.from_result(r, c) for c, r in run.acc.rows(seed=seed)],
     )
-    rep = add_judge_stats(rep, judge, store, only=run.scored)
+    if judge is not None:  # the judge's modules only where a judge is configured
+        from groundscope.report.judge import add_judge_stats
+
+        rep = add_judge_stats(rep, judge, store, only=run.scored)
     rep = add_grounding_stats(rep, judge, store, only=run.scored)
     store.write_report(run.name, rep.model_dump(mode="json"), evalscope_report(rep))
     return rep

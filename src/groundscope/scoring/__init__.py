@@ -110,9 +110,12 @@ def primary_metric(default: str, scorers: Sequence[Scorer]) -> str:
 def build_scorers(names: Sequence[str], ctx: ScoringContext | None = None) -> list[Scorer]:
     """Scorer objects for metric names (EvalScope spellings accepted, see ``compat``)."""
     from groundscope.compat import metric_name
-    from groundscope.scoring.judge import judge_panel
 
-    panel = judge_panel(ctx)
+    panel = None
+    if ctx is not None and ctx.judge is not None:  # the judge's modules only where configured
+        from groundscope.scoring.judge import judge_panel
+
+        panel = judge_panel(ctx)
     scorers: list[Scorer] = []
     for raw in names:
         name = metric_name(raw) or raw
