@@ -343,29 +343,43 @@ def test_a_shard_is_resumed_as_the_same_shard(vqa_run, tmp_path: Path) -> None:
     assert json.loads((copy / "config.json").read_text())["shard"] == "1/3"
 
 
-def test_a_shard_an_earlier_version_ran_is_named_and_resuming_it_mends_the_plan(
+def test_shards_an_earlier_version_ran_are_named_and_resuming_them_mends_the_plans(
         vqa_run, tmp_path: Path) -> None:
     """Versions to 2026-12-06 hashed local media with BLAKE2b (SHA-256 since) and wrote no
-    ``media_ids`` in ``plan.json``: merge names that shard and says how to mend it; resumed by
-    this version it asks nothing again, records its plan anew and merges."""
+    ``media_ids`` in ``plan.json``: merge names every such shard in one line and says how to
+    mend it; resumed by this version each asks nothing again, records its plan anew and
+    merges."""
     from groundscope import media
 
     cfg, single, shards = vqa_run
-    earlier = tmp_path / "earlier"
-    with media.earlier_content_ids():  # as that version hashed media
-        run_task({**cfg, "work_dir": str(earlier), "shard": "2/3"})
-    plan = json.loads((earlier / "plan.json").read_text())
-    del plan["media_ids"]  # as that version wrote it
-    (earlier / "plan.json").write_text(json.dumps(plan))
-    args = [str(shards[0]), str(earlier), str(shards[2])]
-    err = _refused([*args, "--work-dir", str(tmp_path / "m")])
-    assert f"the plan of {earlier} was recorded by a groundscope before 2026-12-06" in err
-    assert "resume that shard with this version" in err
-    saved = {p: p.read_bytes() for p in (earlier / "predictions").rglob("*.jsonl")}
-    run_task({**cfg, "use_cache": str(earlier), "shard": "2/3"})
-    assert {p: p.read_bytes() for p in saved} == saved  # nothing asked again
-    merged = Path(merge_runs([shards[0], earlier, shards[2]], tmp_path / "merged").run_dir)
-    assert _without_usage(_reports(merged)) == _without_usage(_reports(single))
+    earlier = [tmp_path / "earlier1", tmp_path / "earlier2"]
+    for k, shard in enumerate(earlier, 1):
+        with media.earlier_content_ids():  # as that version hashed media
+            run_task({**cfg, "work_dir": str(shard), "shard": f"{k}/3"})
+        plan = json.loads((shard / "plan.json").read_text())
+        del plan["media_ids"]  # as that version wrote it
+        (shard / "plan.json").write_text(json.dumps(plan))
+    err = _refused([*map(str, earlier), str(shards[2]), "--work-dir", str(tmp_path / "m")])
+    assert (f"shards 1/3 ({earlier[0]}), 2/3 ({earlier[1]}) identified media by another hash "
+            "than this version's (sha256; a groundscope before 2026-12-06 used BLAKE2b)") in err
+    assert "resume each with this version" in err
+    plan = json.loads((earlier[1] / "plan.json").read_text())
+    (earlier[1] / "plan.json").write_text(json.dumps({**plan, "media_ids": "md5"}))
+    err = _refused([*map(str, earlier), str(shards[2]), "--work-dir", str(tmp_path / "m")])
+    assert f"2/3 ({earlier[1]}, media ids 'md5')" in err
+    for k, shard in enumerate(earlier, 1):
+        saved = {p: p.read_bytes() for p in (shard / "predictions").rglob("*.jsonl")}
+        run_task({**cfg, "use_cache": str(shard), "shard": f"{k}/3"})
+        assert {p: p.read_bytes() for p in saved} == saved  # nothing asked again
+    merged = Path(merge_runs([*earlier, shards[2]], tmp_path / "merged").run_dir)
+
+    def figures(run_dir: Path) -> Any:  # a resume that asked nothing has no judge gate figures
+        reports, asked = _without_usage(_reports(run_dir))
+        for report in reports.values():
+            report.get("summary", {}).pop("rate_limits", None)
+        return reports, asked
+
+    assert figures(merged) == figures(single)
 
     def unhashed(run_dir: Path, kind: str) -> dict[tuple[Any, ...], dict[str, Any]]:
         # the reused rows keep the request hashes their version computed
@@ -373,3 +387,22 @@ def test_a_shard_an_earlier_version_ran_is_named_and_resuming_it_mends_the_plan(
 
     for kind in ("predictions", "reviews"):
         assert unhashed(merged, kind) == unhashed(single, kind)
+
+
+def test_shards_of_two_versions_without_local_media_merge(tmp_path: Path) -> None:
+    """With no local medium, a plan is the same whichever hash a version used for media: a
+    shard whose plan an earlier version wrote (no ``media_ids``) merges as before."""
+    data = tmp_path / "data"
+    write_jsonl(data / "d.jsonl", [{"id": f"q{i}", "answer": "four", "messages": [
+        {"role": "user", "content": f"What is 2+{i}?"}]}
+                                   for i in range(4)])
+    cfg = {"model": "m", "eval_type": "mock", "datasets": ["general_vqa"],
+           "dataset_args": {"general_vqa": {"local_path": str(data)}}, "no_timestamp": True}
+    dirs = [tmp_path / "s1", tmp_path / "s2"]
+    for k, shard in enumerate(dirs, 1):
+        run_task({**cfg, "work_dir": str(shard), "shard": f"{k}/2"})
+    plan = json.loads((dirs[0] / "plan.json").read_text())
+    del plan["media_ids"]
+    (dirs[0] / "plan.json").write_text(json.dumps(plan))
+    report = merge_runs(dirs, tmp_path / "merged")
+    assert sum(d.summary.succeeded for d in report.datasets) == 4

@@ -33,7 +33,7 @@ import orjson
 from groundscope.config import TaskConfig
 from groundscope.errors import ConfigError, NothingEvaluated, StoreError
 from groundscope.fileio import atomic_write, check_no_symlink_dirs
-from groundscope.planid import PLAN_FILE, plan_difference, read_plan
+from groundscope.planid import EARLIER_MEDIA_IDS, MEDIA_IDS, PLAN_FILE, media_ids, plan_difference, read_plan
 from groundscope.report.model import Report
 from groundscope.rescore import load_run_config, rebuild_report
 from groundscope.resume import config_changes
@@ -166,12 +166,38 @@ def _check_plans(shards: Sequence[_Shard]) -> None:
                              "of the data it ran on): it stopped before reading its whole "
                              "plan, or an older groundscope ran it; resume it with groundscope "
                              f"eval ... --shard {s.name} --use-cache {s.path}")
+    _check_media_ids(shards)
     first = shards[0]
     for s in shards[1:]:
         why = plan_difference(first.path, s.path)
         if why:
             raise StoreError(f"merge: {s.path}: shard {s.name} ran on different data than "
                              f"shard {first.name} ({first.path}): {why}")
+
+
+_NAMED = 5  # shards named in one line; more are counted
+
+
+def _check_media_ids(shards: Sequence[_Shard]) -> None:
+    """Shards whose plans identify media by another hash than this version's (a version to
+    2026-12-06 used BLAKE2b) beside shards of this version's: their plans cannot agree, and
+    resuming each of them with this version (nothing asked again) records it anew. All named
+    in one line; shards of one scheme, or with the same plans, are compared as they are."""
+    plans = {s.name: read_plan(s.path) or {} for s in shards}
+    if len({(p.get("records"), p.get("digest")) for p in plans.values()}) == 1:
+        return  # the same plans (no local medium in them, say): nothing to mend
+    ids = {name: media_ids(plan) for name, plan in plans.items()}
+    other = [s for s in shards if ids[s.name] != MEDIA_IDS]
+    if not other or len(other) == len(shards):
+        return
+    named = ", ".join(f"{s.name} ({s.path}" + ("" if ids[s.name] == EARLIER_MEDIA_IDS
+                                               else f", media ids {ids[s.name]!r}") + ")"
+                      for s in other[:_NAMED])
+    more = f" and {len(other) - _NAMED} more" if len(other) > _NAMED else ""
+    raise StoreError(f"merge: shard{'s' if len(other) > 1 else ''} {named}{more} identified media "
+                     f"by another hash than this version's ({MEDIA_IDS}; a groundscope before "
+                     "2026-12-06 used BLAKE2b): resume each with this version (groundscope eval "
+                     "... --shard K/N --use-cache DIR: no answer is asked again) and merge again")
 
 
 def _write_merged(shards: Sequence[_Shard], work_dir: Path) -> Path:
