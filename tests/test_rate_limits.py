@@ -766,3 +766,24 @@ def test_a_check_that_fails_otherwise_says_nothing_and_cuts_nothing() -> None:
     assert learned.bucket.per_minute == rate and check.seq == limiter.admitted - 1
     one(429, now + 1.0)  # the next 429 is checked again
     assert learned.armed is not None and learned.bucket.per_minute == rate
+
+
+def test_a_resumed_run_keeps_the_rate_limit_figures_of_its_earlier_sessions(tmp_path) -> None:
+    """A resume that asks nothing reported 0 429s for a run that had met them: the figures
+    are the run's, every session's together (``summary.add_rate_limits``)."""
+    from groundscope import run_task
+    from groundscope.summary import read_rate_limits
+    from media_fixtures import write_jsonl
+
+    data = tmp_path / "data"
+    write_jsonl(data / "d.jsonl", [{"id": f"q{i}", "answer": "four", "messages": [
+        {"role": "user", "content": f"What is 2+{i}?"}]} for i in range(6)])
+    cfg = {"model": "m", "eval_type": "mock", "datasets": ["general_vqa"],
+           "dataset_args": {"general_vqa": {"local_path": str(data)}}, "eval_batch_size": 4,
+           "work_dir": str(tmp_path / "run"), "no_timestamp": True, "retry_base_delay": 0.01,
+           "retry_max_delay": 0.02, "simulator": {"max_in_flight": 1, "latency_ms": 50}}
+    first = run_task(cfg).datasets[0].summary.rate_limits["model"]
+    assert first.rate_limited > 0 and first.lowest_limit < 4
+    again = run_task({**cfg, "use_cache": str(tmp_path / "run")}).datasets[0].summary
+    assert again.cached == 6 and again.rate_limits["model"] == first
+    assert read_rate_limits(tmp_path / "run")["model"] == first

@@ -42,7 +42,7 @@ from groundscope.rundir import MERGING_FILE, check_not_merging, read_run_config
 from groundscope.runlock import lock_dir, unlock_dir
 from groundscope.sharding import parse_shard
 from groundscope.store import MEDIA_ROOTS_KEY, RunStore, latest_rows, subset_file_name
-from groundscope.summary import EndpointLimits, read_rate_limits, write_rate_limits
+from groundscope.summary import EndpointLimits, add_rate_limits, read_rate_limits, write_rate_limits
 
 log = logging.getLogger("groundscope")
 
@@ -288,12 +288,7 @@ def _rate_limits(shards: Sequence[_Shard]) -> dict[str, EndpointLimits]:
     untrusted: a bad one counts as absent)."""
     merged: dict[str, EndpointLimits] = {}
     for shard in shards:
-        for name, f in read_rate_limits(shard.path).items():
-            m = merged.get(name)
-            merged[name] = f if m is None else EndpointLimits(
-                rate_limited=m.rate_limited + f.rate_limited, retries=m.retries + f.retries,
-                lowest_limit=min(m.lowest_limit, f.lowest_limit),
-                paused_s=m.paused_s + f.paused_s)
+        merged = add_rate_limits(merged, read_rate_limits(shard.path))
     return merged
 
 

@@ -22,11 +22,12 @@ from groundscope.errors import StoreError
 from groundscope.fileio import atomic_write, read_regular
 from groundscope.usage import UsageSummary
 
-__all__ = ["EndpointLimits", "Summary", "read_rate_limits", "record_rate_limits",
-           "write_rate_limits"]
+__all__ = ["EndpointLimits", "Summary", "add_rate_limits", "read_rate_limits",
+           "record_rate_limits", "write_rate_limits"]
 
 RATE_LIMITS_FILE = "rate_limits.json"
 _COUNT = 10**12
+_ENDPOINTS = 64  # endpoints in one file (read_rate_limits refuses more)
 log = logging.getLogger("groundscope")
 
 
@@ -98,12 +99,40 @@ def write_rate_limits(run_dir: Path, figures: dict[str, EndpointLimits]) -> None
     atomic_write(run_dir / RATE_LIMITS_FILE, orjson.dumps(data, option=orjson.OPT_INDENT_2))
 
 
+def add_rate_limits(first: Mapping[str, EndpointLimits],
+                    then: Mapping[str, EndpointLimits]) -> dict[str, EndpointLimits]:
+    """Two spans of a run's rate limiting as one (a run's sessions, the shards of a run):
+    per endpoint, 429s, retries and seconds paused added up, the lower of the lowest
+    in-flight limits; each figure held to the bound a saved one is read with, and at most
+    :data:`_ENDPOINTS` endpoints (``first``'s before ``then``'s).
+
+    >>> a = {"model": EndpointLimits(rate_limited=3, retries=3, lowest_limit=1)}
+    >>> add_rate_limits(a, {"model": EndpointLimits(lowest_limit=8, paused_s=1.5)})["model"]
+    EndpointLimits(rate_limited=3, retries=3, lowest_limit=1, paused_s=1.5)
+    """
+    out = dict(first)
+    for name, f in then.items():
+        m = out.get(name)
+        if m is None:
+            if len(out) < _ENDPOINTS:
+                out[name] = f
+            continue
+        out[name] = EndpointLimits(
+            rate_limited=min(m.rate_limited + f.rate_limited, _COUNT),
+            retries=min(m.retries + f.retries, _COUNT),
+            lowest_limit=min(m.lowest_limit, f.lowest_limit),
+            paused_s=min(m.paused_s + f.paused_s, float(_COUNT)))
+    return out
+
+
 def record_rate_limits(run_dir: Path, stats: Mapping[str, Mapping[str, Any]],
                        summaries: Iterable[Summary]) -> None:
     """A run's rate-limit figures at its end (``stats``: each endpoint gate's counts) into
     every dataset's summary and the run directory (for ``score`` / ``report``); a throttled
-    endpoint is logged."""
-    figures = {name: EndpointLimits(**counts) for name, counts in stats.items()}
+    endpoint is logged. A resumed run's figures are its earlier sessions' (the run
+    directory's file) and this one's together: a resume that asks nothing keeps them."""
+    figures = add_rate_limits(read_rate_limits(run_dir),
+                              {name: EndpointLimits(**counts) for name, counts in stats.items()})
     for summary in summaries:
         summary.rate_limits = figures
     try:
