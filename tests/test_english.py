@@ -48,6 +48,9 @@ FIXED_TEXTS = [
     "Emails like a.b@c.com and URLs like http://x.org/a?b=c. Fine!",
     "End with quote.\" Next one starts. End with paren.) Next.",
     "Em—dash and en–dash and -- double. Etc. etc. The end.",
+    # a word of over 256 characters before a period: a context too long to memoise
+    "See " + "x1" * 150 + ". The end. And " + "A" * 300 + ". More.",
+    "Link: https://example.org/" + "a/" * 200 + "page.html. Next one.",
     "Johann S. Bach wrote. St. Paul is a city. Approx. five left.",
 ]
 _WORDS = ["the", "cat", "The", "It", "He", "I", "A", "Mr.", "Dr.", "U.S.", "e.g.", "etc.", "3.14",

@@ -237,7 +237,8 @@ class EnglishTokenizer:
         self._realign = unwrapped(lang_vars.re_boundary_realignment).match
         self._abbreviations = frozenset(params.abbrev_types)
         self._word_period = None if params.collocations else _WORD_PERIOD
-        self._nltk_break = functools.lru_cache(maxsize=_CACHE_SIZE)(punkt.text_contains_sentbreak)
+        self._punkt_break = punkt.text_contains_sentbreak
+        self._nltk_break = functools.lru_cache(maxsize=_CACHE_SIZE)(self._punkt_break)
         head = (*Word.STARTING_QUOTES, *Word.PUNCTUATION, Word.PARENS_BRACKETS, Word.DOUBLE_DASHES)
         self._head = [_step(p, r) for p, r in head]
         self._tail = [_step(p, r) for p, r in Word.ENDING_QUOTES]
