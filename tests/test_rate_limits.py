@@ -768,22 +768,56 @@ def test_a_check_that_fails_otherwise_says_nothing_and_cuts_nothing() -> None:
     assert learned.armed is not None and learned.bucket.per_minute == rate
 
 
-def test_a_resumed_run_keeps_the_rate_limit_figures_of_its_earlier_sessions(tmp_path) -> None:
-    """A resume that asks nothing reported 0 429s for a run that had met them: the figures
-    are the run's, every session's together (``summary.add_rate_limits``)."""
-    from groundscope import run_task
-    from groundscope.summary import read_rate_limits
+def _throttled_run(tmp_path: Path) -> dict:
+    """A mock run of 6 records whose simulator takes one request at a time (429s)."""
     from media_fixtures import write_jsonl
 
     data = tmp_path / "data"
     write_jsonl(data / "d.jsonl", [{"id": f"q{i}", "answer": "four", "messages": [
         {"role": "user", "content": f"What is 2+{i}?"}]} for i in range(6)])
-    cfg = {"model": "m", "eval_type": "mock", "datasets": ["general_vqa"],
-           "dataset_args": {"general_vqa": {"local_path": str(data)}}, "eval_batch_size": 4,
-           "work_dir": str(tmp_path / "run"), "no_timestamp": True, "retry_base_delay": 0.01,
-           "retry_max_delay": 0.02, "simulator": {"max_in_flight": 1, "latency_ms": 50}}
+    return {"model": "m", "eval_type": "mock", "datasets": ["general_vqa"],
+            "dataset_args": {"general_vqa": {"local_path": str(data)}}, "eval_batch_size": 4,
+            "work_dir": str(tmp_path / "run"), "no_timestamp": True, "retry_base_delay": 0.01,
+            "retry_max_delay": 0.02, "simulator": {"max_in_flight": 1, "latency_ms": 50}}
+
+
+def test_a_resumed_run_keeps_the_rate_limit_figures_of_its_earlier_sessions(tmp_path) -> None:
+    """A resume that asks nothing reported 0 429s for a run that had met them: the figures
+    are the run's, every session's together (``summary.add_rate_limits``)."""
+    from groundscope import run_task
+    from groundscope.summary import read_rate_limits
+
+    cfg = _throttled_run(tmp_path)
     first = run_task(cfg).datasets[0].summary.rate_limits["model"]
     assert first.rate_limited > 0 and first.lowest_limit < 4
     again = run_task({**cfg, "use_cache": str(tmp_path / "run")}).datasets[0].summary
     assert again.cached == 6 and again.rate_limits["model"] == first
     assert read_rate_limits(tmp_path / "run")["model"] == first
+
+
+@pytest.mark.parametrize("names", [
+    [f"e{i}" for i in range(64)],  # the most a file may hold
+    [f"{i:02d}" + "n" * 16_000 for i in range(64)],  # 1 MiB of names: rewritten, over it
+    ["a\nFAKE LOG LINE"]])
+def test_a_crafted_rate_limits_file_never_costs_a_resume_its_own_figures(
+        tmp_path, capfd, names: list[str]) -> None:
+    """The run directory's figures are untrusted: this session's gates come first in what is
+    written (64 crafted endpoints dropped ``model``), the names kept are bounded (a file of
+    long names was rewritten past the 1 MiB the reader takes, and every figure was lost at
+    the next resume), and the file's names are never logged (a newline forged a log line)."""
+    from groundscope import run_task
+    from groundscope.summary import RATE_LIMITS_FILE, read_rate_limits
+
+    cfg = _throttled_run(tmp_path)
+    run_task({**cfg, "limit": 2})
+    path = tmp_path / "run" / RATE_LIMITS_FILE
+    path.write_text(json.dumps({n: {"rate_limited": 1} for n in names}, separators=(",", ":")))
+    assert 0 < len(read_rate_limits(tmp_path / "run")) == len(names)  # a file it reads
+    capfd.readouterr()
+    summary = run_task({**cfg, "use_cache": str(tmp_path / "run")}).datasets[0].summary
+    logged = capfd.readouterr().err
+    assert "answers 429" in logged  # this session's figures are logged
+    assert summary.rate_limits["model"].rate_limited > 0
+    saved = read_rate_limits(tmp_path / "run")
+    assert saved == summary.rate_limits and path.stat().st_size < 1 << 20
+    assert "FAKE LOG LINE" not in logged

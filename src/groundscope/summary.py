@@ -28,6 +28,7 @@ __all__ = ["EndpointLimits", "Summary", "add_rate_limits", "read_rate_limits",
 RATE_LIMITS_FILE = "rate_limits.json"
 _COUNT = 10**12
 _ENDPOINTS = 64  # endpoints in one file (read_rate_limits refuses more)
+_NAME_CHARS = 1024  # an endpoint's name ("model", "judge:<model id>") kept in the file
 log = logging.getLogger("groundscope")
 
 
@@ -103,43 +104,45 @@ def add_rate_limits(first: Mapping[str, EndpointLimits],
                     then: Mapping[str, EndpointLimits]) -> dict[str, EndpointLimits]:
     """Two spans of a run's rate limiting as one (a run's sessions, the shards of a run):
     per endpoint, 429s, retries and seconds paused added up, the lower of the lowest
-    in-flight limits; each figure held to the bound a saved one is read with, and at most
-    :data:`_ENDPOINTS` endpoints (``first``'s before ``then``'s).
+    in-flight limits; each figure held to the bound a saved one is read with. At most
+    :data:`_ENDPOINTS` endpoints, ``then``'s first (a session's own gates before what an
+    earlier file says), and no name over :data:`_NAME_CHARS` characters: the file written
+    stays well inside what :func:`read_rate_limits` reads back.
 
     >>> a = {"model": EndpointLimits(rate_limited=3, retries=3, lowest_limit=1)}
     >>> add_rate_limits(a, {"model": EndpointLimits(lowest_limit=8, paused_s=1.5)})["model"]
     EndpointLimits(rate_limited=3, retries=3, lowest_limit=1, paused_s=1.5)
     """
-    out = dict(first)
+    out: dict[str, EndpointLimits] = {}
     for name, f in then.items():
-        m = out.get(name)
-        if m is None:
-            if len(out) < _ENDPOINTS:
-                out[name] = f
-            continue
-        out[name] = EndpointLimits(
+        m = first.get(name)
+        out[name] = f if m is None else EndpointLimits(
             rate_limited=min(m.rate_limited + f.rate_limited, _COUNT),
             retries=min(m.retries + f.retries, _COUNT),
             lowest_limit=min(m.lowest_limit, f.lowest_limit),
             paused_s=min(m.paused_s + f.paused_s, float(_COUNT)))
-    return out
+    for name, f in first.items():
+        out.setdefault(name, f)
+    kept = [name for name in out if len(name) <= _NAME_CHARS][:_ENDPOINTS]
+    return {name: out[name] for name in kept}
 
 
 def record_rate_limits(run_dir: Path, stats: Mapping[str, Mapping[str, Any]],
                        summaries: Iterable[Summary]) -> None:
     """A run's rate-limit figures at its end (``stats``: each endpoint gate's counts) into
     every dataset's summary and the run directory (for ``score`` / ``report``); a throttled
-    endpoint is logged. A resumed run's figures are its earlier sessions' (the run
-    directory's file) and this one's together: a resume that asks nothing keeps them."""
-    figures = add_rate_limits(read_rate_limits(run_dir),
-                              {name: EndpointLimits(**counts) for name, counts in stats.items()})
+    endpoint of this session is logged. A resumed run's figures are its earlier sessions'
+    (the run directory's file) and this one's together: a resume that asks nothing keeps
+    them."""
+    now = {name: EndpointLimits(**counts) for name, counts in stats.items()}
+    figures = add_rate_limits(read_rate_limits(run_dir), now)
     for summary in summaries:
         summary.rate_limits = figures
     try:
         write_rate_limits(run_dir, figures)
     except StoreError as exc:  # the reports still carry them
         log.warning("%s", exc)
-    for name, f in figures.items():
+    for name, f in now.items():  # this session's (the file's names are not logged)
         if f.rate_limited or f.paused_s:
             log.warning("%s: %d answers 429 (rate limited), %d retries, in-flight limit down "
                         "to %d, paused %.1fs", name, f.rate_limited, f.retries,
