@@ -360,13 +360,30 @@ def test_shards_an_earlier_version_ran_are_named_and_resuming_them_mends_the_pla
         del plan["media_ids"]  # as that version wrote it
         (shard / "plan.json").write_text(json.dumps(plan))
     err = _refused([*map(str, earlier), str(shards[2]), "--work-dir", str(tmp_path / "m")])
-    assert (f"shards 1/3 ({earlier[0]}), 2/3 ({earlier[1]}) identified media by another hash "
-            "than this version's (sha256; a groundscope before 2026-12-06 used BLAKE2b)") in err
-    assert "resume each with this version" in err
+    assert ("2 shards identified media by another hash than this version's (sha256; a "
+            "groundscope before 2026-12-06 used BLAKE2b): resume each with this version") in err
+    for k, shard in enumerate(earlier, 1):
+        assert f"{k}/3 ({shard}): groundscope eval ... --shard {k}/3 --use-cache {shard}" in err
     plan = json.loads((earlier[1] / "plan.json").read_text())
     (earlier[1] / "plan.json").write_text(json.dumps({**plan, "media_ids": "md5"}))
     err = _refused([*map(str, earlier), str(shards[2]), "--work-dir", str(tmp_path / "m")])
     assert f"2/3 ({earlier[1]}, media ids 'md5')" in err
+    err = _refused([*map(str, earlier), "--partial", "--work-dir", str(tmp_path / "m")])
+    assert "2 shards identified media by another hash" in err  # no shard of this version's
+    # a shard of this version's whose plan differs is a real difference, not the hash's:
+    # the earlier one whose plan agrees with shard 1/3's is not blamed
+    agreeing = tmp_path / "agreeing"
+    shutil.copytree(shards[1], agreeing)
+    plan = json.loads((agreeing / "plan.json").read_text())
+    del plan["media_ids"]
+    (agreeing / "plan.json").write_text(json.dumps(plan))
+    differing = tmp_path / "differing"
+    shutil.copytree(shards[2], differing)
+    plan = json.loads((differing / "plan.json").read_text())
+    (differing / "plan.json").write_text(json.dumps({**plan, "digest": "0" * 32}))
+    err = _refused([str(shards[0]), str(agreeing), str(differing), "--work-dir",
+                    str(tmp_path / "m")])
+    assert "identified media" not in err and "ran on different data" in err
     for k, shard in enumerate(earlier, 1):
         saved = {p: p.read_bytes() for p in (shard / "predictions").rglob("*.jsonl")}
         run_task({**cfg, "use_cache": str(shard), "shard": f"{k}/3"})

@@ -180,24 +180,32 @@ _NAMED = 5  # shards named in one line; more are counted
 
 def _check_media_ids(shards: Sequence[_Shard]) -> None:
     """Shards whose plans identify media by another hash than this version's (a version to
-    2026-12-06 used BLAKE2b) beside shards of this version's: their plans cannot agree, and
-    resuming each of them with this version (nothing asked again) records it anew. All named
-    in one line; shards of one scheme, or with the same plans, are compared as they are."""
+    2026-12-06 used BLAKE2b), where that is why their plans differ: each of them is named in
+    one line with the command that mends it (resumed by this version, a shard asks nothing
+    again and records its plan anew). A shard of another scheme whose plan equals one of
+    this version's (no local medium in it) is not named, and shards all of one scheme are
+    compared as they are (``plan_difference`` names a real difference)."""
     plans = {s.name: read_plan(s.path) or {} for s in shards}
-    if len({(p.get("records"), p.get("digest")) for p in plans.values()}) == 1:
-        return  # the same plans (no local medium in them, say): nothing to mend
     ids = {name: media_ids(plan) for name, plan in plans.items()}
-    other = [s for s in shards if ids[s.name] != MEDIA_IDS]
-    if not other or len(other) == len(shards):
+    if len(set(ids.values())) == 1:
         return
-    named = ", ".join(f"{s.name} ({s.path}" + ("" if ids[s.name] == EARLIER_MEDIA_IDS
-                                               else f", media ids {ids[s.name]!r}") + ")"
+
+    def key(name: str) -> tuple[Any, Any]:
+        return plans[name].get("records"), plans[name].get("digest")
+
+    current = {key(s.name) for s in shards if ids[s.name] == MEDIA_IDS}
+    other = [s for s in shards if ids[s.name] != MEDIA_IDS and key(s.name) not in current]
+    if not other:
+        return
+    named = "; ".join(f"{s.name} ({s.path}" + ("" if ids[s.name] == EARLIER_MEDIA_IDS
+                                               else f", media ids {ids[s.name]!r}")
+                      + f"): groundscope eval ... --shard {s.name} --use-cache {s.path}"
                       for s in other[:_NAMED])
-    more = f" and {len(other) - _NAMED} more" if len(other) > _NAMED else ""
-    raise StoreError(f"merge: shard{'s' if len(other) > 1 else ''} {named}{more} identified media "
+    more = f"; and {len(other) - _NAMED} more shards" if len(other) > _NAMED else ""
+    raise StoreError(f"merge: {len(other)} shard{'s' if len(other) > 1 else ''} identified media "
                      f"by another hash than this version's ({MEDIA_IDS}; a groundscope before "
-                     "2026-12-06 used BLAKE2b): resume each with this version (groundscope eval "
-                     "... --shard K/N --use-cache DIR: no answer is asked again) and merge again")
+                     "2026-12-06 used BLAKE2b): resume each with this version (no answer is "
+                     f"asked again), then merge again: {named}{more}")
 
 
 def _write_merged(shards: Sequence[_Shard], work_dir: Path) -> Path:
