@@ -145,14 +145,20 @@ def test_demo_config_runs_offline(tmp_path) -> None:
     assert len(counts) == 3 and all("skipped 0 bad records" in line for line in counts), counts
 
 
-def test_resume_sends_nothing_for_finished_samples(server, finished_run, tmp_path) -> None:
-    _, run_dir, _, _ = finished_run
+def _resume(server, run_dir, cwd):
+    """``groundscope eval ... --use-cache run_dir`` of the examples; no request may be sent."""
     server.reset()
     proc = run_cli("eval", "--model", "sim-vl", "--api-url", server.base_url,
                    "--datasets", "general_vqa", "--dataset-args", json.dumps(VQA_ARGS),
-                   "--use-cache", str(run_dir), *MEDIA_ROOT, "--no-progress", cwd=tmp_path)
+                   "--use-cache", str(run_dir), *MEDIA_ROOT, "--no-progress", cwd=cwd)
     assert proc.returncode == 0, proc.stderr
     assert server.stats()["requests"] == 0
+    return proc
+
+
+def test_resume_sends_nothing_for_finished_samples(server, finished_run, tmp_path) -> None:
+    _, run_dir, _, _ = finished_run
+    _resume(server, run_dir, tmp_path)
     preds = (run_dir / "predictions" / "sim-vl" / "general_vqa_example_openai.jsonl").read_text()
     ids = [json.loads(line)["sample_id"] for line in preds.splitlines()]
     assert len(ids) == len(set(ids))
@@ -171,12 +177,7 @@ def test_resume_reuses_the_answers_an_earlier_version_saved(server, tmp_path) ->
         path.write_text(path.read_text().replace('"/work/main/examples', f'"{EXAMPLES}'))
     saved = {p: p.read_bytes() for p in run_dir.rglob("*.jsonl")}
     assert any(b"../media/" in rows for rows in saved.values())  # local media are hashed
-    server.reset()
-    proc = run_cli("eval", "--model", "sim-vl", "--api-url", server.base_url,
-                   "--datasets", "general_vqa", "--dataset-args", json.dumps(VQA_ARGS),
-                   "--use-cache", str(run_dir), *MEDIA_ROOT, "--no-progress", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert server.stats()["requests"] == 0
+    proc = _resume(server, run_dir, tmp_path)
     assert {p: p.read_bytes() for p in saved} == saved
     assert table_rows(proc.stdout)[("ROUGE ↑ · L · Recall", "OVERALL")][0] == 15
 
