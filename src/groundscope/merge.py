@@ -160,13 +160,16 @@ def _check_shards(shards: Sequence[_Shard], *, partial: bool) -> list[str]:
 def _check_plans(shards: Sequence[_Shard]) -> None:
     """Every shard ran on the same plan (``planid.py``): the same records, texts and media
     in the same order. Not overridden by ``partial``: a merge of different data is wrong."""
+    plans: dict[str, dict[str, Any]] = {}
     for s in shards:
-        if read_plan(s.path) is None:
+        plan = read_plan(s.path)
+        if plan is None:
             raise StoreError(f"merge: {s.path}: shard {s.name} has no {PLAN_FILE} (the record "
                              "of the data it ran on): it stopped before reading its whole "
                              "plan, or an older groundscope ran it; resume it with groundscope "
                              f"eval ... --shard {s.name} --use-cache {s.path}")
-    _check_media_ids(shards)
+        plans[s.name] = plan
+    _check_media_ids(shards, plans)
     first = shards[0]
     for s in shards[1:]:
         why = plan_difference(first.path, s.path)
@@ -178,14 +181,14 @@ def _check_plans(shards: Sequence[_Shard]) -> None:
 _NAMED = 5  # shards named in one line; more are counted
 
 
-def _check_media_ids(shards: Sequence[_Shard]) -> None:
+def _check_media_ids(shards: Sequence[_Shard], plans: dict[str, dict[str, Any]]) -> None:
     """Shards whose plans identify media by another hash than this version's (a version to
     2026-12-06 used BLAKE2b), where that is why their plans differ: each of them is named in
     one line with the command that mends it (resumed by this version, a shard asks nothing
     again and records its plan anew). A shard of another scheme whose plan equals one of
     this version's (no local medium in it) is not named, and shards all of one scheme are
-    compared as they are (``plan_difference`` names a real difference)."""
-    plans = {s.name: read_plan(s.path) or {} for s in shards}
+    compared as they are (``plan_difference`` names a real difference). ``plans``: each
+    shard's, by name (``read_plan``)."""
     ids = {name: media_ids(plan) for name, plan in plans.items()}
     if len(set(ids.values())) == 1:
         return
