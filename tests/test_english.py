@@ -155,73 +155,74 @@ def test_matches_nltk_word_tokenize_with_punkt_tab_installed(tmp_path: Path) -> 
 
 
 _BUILD_THEN_REPORT = """
-import sys, threading
+import sys
 from groundscope.scoring.english import english
 words = english().tokenize("It is Mr. Smith's dog, isn't it? Yes.")
-loaded = sorted(m for m in ("numpy", "scipy", "sklearn") if m in sys.modules)
-import scipy.stats  # refused only during the tokenizer's own import of nltk
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("nltk", "numpy", "scipy", "sklearn"))
+import scipy.stats
+import nltk
 from nltk.metrics import association
-print(words, loaded, association.fisher_exact is scipy.stats.fisher_exact)
+print(words, loaded, association.fisher_exact is scipy.stats.fisher_exact,
+      nltk.word_tokenize("It's Mr. Smith's.", preserve_line=True), nltk.tokenize.punkt.__name__)
 """
+_WORDS = ['It', 'is', 'Mr.', 'Smith', "'s", 'dog', ',', 'is', "n't", 'it', '?', 'Yes', '.']
+_LATER_NLTK = "['It', \"'s\", 'Mr.', 'Smith', \"'s\", '.'] nltk.tokenize.punkt"
 
 
-def test_building_the_tokenizer_does_not_import_nltks_scipy_extras() -> None:
-    """Where scipy is installed, ``import nltk`` pulls scipy.stats in (0.6 s of CPU, 65 MB of
-    RSS), and numpy (0.05 s, 12 MB); the tokenizer needs none of it. They are refused only
-    to that first import."""
-    pytest.importorskip("scipy", reason="scipy is not installed: nothing to keep out")
+def test_building_the_tokenizer_leaves_no_nltk_behind() -> None:
+    """The build imports three of nltk's modules without the package's import of everything
+    (which pulls scipy.stats in where scipy is installed: 0.6 s of CPU, 65 MB of RSS), and
+    takes its nltk entries out of ``sys.modules`` when it is done: no nltk, numpy or scipy
+    module is left, and the program's own later ``import nltk`` is NLTK's whole, with its
+    scipy-backed extras (before 2026-12-06 those behaved as if scipy were not installed)."""
+    pytest.importorskip("scipy", reason="scipy is not installed")
     out = subprocess.run([sys.executable, "-c", _BUILD_THEN_REPORT], capture_output=True,
                          text=True, check=True).stdout.strip()
-    words = ['It', 'is', 'Mr.', 'Smith', "'s", 'dog', ',', 'is', "n't", 'it', '?', 'Yes', '.']
-    # the tokens are NLTK's; no numpy, scipy or sklearn came in; nltk carried on without them
-    assert out == f"{words} [] False"
+    assert out == f"{_WORDS} [] True {_LATER_NLTK}"
 
 
-def test_nltk_imported_first_keeps_its_extras() -> None:
-    """A program that imports nltk before groundscope gets nltk whole: nothing is refused."""
+def test_nltk_imported_first_is_used_as_it_is() -> None:
+    """A program that imports nltk before groundscope: the tokenizer uses its modules and
+    leaves them imported."""
     pytest.importorskip("scipy", reason="scipy is not installed")
-    code = "import nltk\n" + _BUILD_THEN_REPORT
+    code = "import nltk, nltk.tokenize.punkt as first\n" + _BUILD_THEN_REPORT + (
+        "from groundscope.scoring.nltkload import tokenizer_modules\n"
+        "with tokenizer_modules() as parts:\n"
+        "    print(parts.punkt is first is sys.modules['nltk.tokenize.punkt'])\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.strip()
-    assert out.endswith(("['numpy', 'scipy'] True", "['numpy', 'scipy', 'sklearn'] True")), out
+                         check=True).stdout.strip().splitlines()
+    assert out[0].startswith(f"{_WORDS} ['nltk', "), out
+    assert out[0].endswith(f"True {_LATER_NLTK}"), out
+    assert out[1] == "True"
 
 
-_IMPORT_WHILE_ANOTHER_LOOKS = r"""
-import sys, threading
-from groundscope.scoring.nltkload import import_nltk
+_FAKE_NLTK = {
+    "nltk/__init__.py": "READY = True\nfrom nltk import data\n",
+    "nltk/data.py": "",
+    "nltk/tokenize/__init__.py": "",
+    "nltk/tokenize/punkt.py": "from nltk import READY  # needs the package's __init__\n",
+    "nltk/tokenize/destructive.py": "",
+}
 
-asked, go = threading.Event(), threading.Event()
-
-
-class Hold:  # holds the first `import nltk` (in its own thread) until it is told to go on
-    def find_spec(self, name, path=None, target=None):
-        if name == "nltk" and not go.is_set():
-            asked.set()
-            go.wait(60)
-        return None
-
-
-sys.meta_path.insert(0, Hold())
-worker = threading.Thread(target=import_nltk)
-worker.start()
-asked.wait(60)
-# Another thread's import looks through the finders as importlib does (a for loop over the
-# live sys.meta_path), one finder in when the nltk import ends:
-finders = iter(sys.meta_path)
-seen = [next(finders)]
-go.set()
-worker.join()
-seen += list(finders)
-print("nltk" in sys.modules, [type(f).__name__ for f in sys.meta_path if all(f is not s for s in seen)])
+_BLOCK_THEN_REPORT = """
+import sys
+from groundscope.scoring.nltkload import tokenizer_modules
+with tokenizer_modules() as parts:
+    inside = sys.modules["nltk"].__dict__.get("READY"), parts.punkt.READY
+print(inside, sorted(m for m in sys.modules if m.startswith("nltk")))
 """
 
 
-def test_the_nltk_import_skips_no_finder_of_an_import_in_another_thread() -> None:
-    """The run builds the tokenizer (nltk's import) in a background thread while the event
-    loop may import too. Taking the import's own finder out of ``sys.meta_path`` when it
-    ended shifted the list under a lookup in progress: that lookup skipped a finder (the
-    one that finds the module: ModuleNotFoundError for an installed module)."""
-    out = subprocess.run([sys.executable, "-c", _IMPORT_WHILE_ANOTHER_LOOKS], capture_output=True,
-                         text=True, timeout=120)
+def test_an_nltk_whose_modules_need_their_package_is_imported_whole(tmp_path: Path) -> None:
+    """Where a release's tokenizer modules need the package's ``__init__`` (here a stand-in
+    nltk whose punkt imports a name its ``__init__`` sets), the empty packages are taken out
+    and nltk is imported whole, and stays imported as any import would."""
+    for name, text in _FAKE_NLTK.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    out = subprocess.run([sys.executable, "-c", _BLOCK_THEN_REPORT], capture_output=True,
+                         text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "True []"
+    assert out.stdout.strip() == ("(True, True) ['nltk', 'nltk.data', 'nltk.tokenize', "
+                                  "'nltk.tokenize.destructive', 'nltk.tokenize.punkt']")

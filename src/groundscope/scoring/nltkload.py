@@ -1,75 +1,111 @@
-"""nltk's first import in a process, without the optional packages it reaches for.
+"""The three nltk modules the English tokenizer uses, without ``nltk``'s package-wide import.
 
-``import nltk`` runs NLTK's package-wide import: collocations, metrics, the parsers and
-more, each guarding an import of numpy, scipy or scikit-learn. The English tokenizer
-(``english.py``) needs none of them, and where they are installed they are most of the
-import's cost.
+Python runs a package's ``__init__`` before any module in it, and ``nltk/__init__.py`` (with
+``nltk/tokenize/__init__.py``) imports nearly all of NLTK: parsers, corpora, collocations,
+and numpy, scipy and scikit-learn where they are installed. The tokenizer needs
+``nltk.tokenize.punkt``, ``nltk.tokenize.destructive`` (``NLTKWordTokenizer``) and
+``nltk.data`` (to find the ``punkt_tab`` model), which import only a few of NLTK's own
+modules. So, for the block of :func:`tokenizer_modules` (the tokenizer's build), those two
+packages stand in ``sys.modules`` as empty package objects: their modules are found in the
+same folders, and nothing in the two ``__init__`` files runs. When the block ends, every
+``nltk`` entry it put in ``sys.modules`` is taken out again: the tokenizer keeps its
+objects, and a later ``import nltk`` by anyone in the process is NLTK's own, whole and fresh.
+
+Measured in a process that has imported what a run imports (nltk 3.10.4, this 2-core
+machine): the three cost 59 ms of CPU against 140 ms for ``import nltk`` with numpy, scipy
+and sklearn kept out of it (as this module did until 2026-12-06), and 0.88 s where scipy is
+installed and let in. None of the three imports numpy, scipy or sklearn.
+
+Where the program imported nltk itself first, its modules are used as they are. Where an
+nltk release's modules need their package's ``__init__`` after all, the empty packages are
+taken out and nltk is imported whole (the same tokens at the old cost, with whatever
+optional packages nltk finds). One window: during the block (~0.07 s, once per process, in
+the thread that builds the tokenizer), another thread that runs ``import nltk`` would get
+the empty package; groundscope has no such thread.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.abc
+import importlib
+import importlib.util
 import sys
 import threading
 from collections.abc import Iterator
-from importlib.machinery import ModuleSpec
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 
-__all__ = ["import_nltk"]
-
-
-class _RefuseInThread(importlib.abc.MetaPathFinder):
-    """Answers "not installed" for ``prefixes`` imported by a thread of ``threads`` (those
-    importing nltk for groundscope, while they do); other threads and every other module
-    are left to the next finder.
-
-    Installed once and never taken out: another thread's import may be looking through
-    ``sys.meta_path`` meanwhile (the run builds the tokenizer in a background thread), and
-    removing an entry shifts the list under that lookup, which then skips a finder."""
-
-    def __init__(self, prefixes: tuple[str, ...]) -> None:
-        self.prefixes = prefixes
-        self.threads: set[int] = set()
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
-        if self.threads and threading.get_ident() in self.threads \
-                and name.split(".")[0] in self.prefixes:
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
+__all__ = ["NltkTokenizerModules", "tokenizer_modules"]
 
 
-_REFUSER = _RefuseInThread(("numpy", "scipy", "sklearn"))
+@dataclass(frozen=True)
+class NltkTokenizerModules:
+    punkt: ModuleType  # nltk.tokenize.punkt
+    destructive: ModuleType  # nltk.tokenize.destructive: NLTKWordTokenizer
+    data: ModuleType  # nltk.data: find()
+
+
+_LOCK = threading.RLock()  # one block at a time; a block may open another in its own thread
+_depth = 0
 
 
 @contextlib.contextmanager
-def _nltk_without_extras() -> Iterator[None]:
-    """The first ``import nltk`` of the process, without the optional packages its
-    package-wide import reaches for (``numpy``, ``scipy``, ``sklearn``: NLTK guards each
-    import and carries on without them). Where scipy is installed, ``import nltk`` took
-    0.88 s of CPU and grew RSS by 81 MB (to 117 MB), against 0.26 s and 52 MB without it
-    (nltk 3.10.4, this machine); leaving numpy out too takes building the tokenizer from
-    0.23 s to 0.18 s and the process's peak RSS from 55 MB to 43 MB (the same tokens). The
-    tokenizer needs none of them. The cost: in a process where groundscope imported nltk
-    first, NLTK's numpy-, scipy- and sklearn-backed extras (``nltk.cluster``, TextTiling,
-    the Fisher collocation measure, the transition parser's SVM) behave as if those
-    packages were not installed; a program that needs them imports nltk (or scipy)
-    before groundscope, and then nothing is refused (numpy already imported is not
-    refused either)."""
-    if "nltk" in sys.modules or "scipy" in sys.modules:  # (numpy, if loaded, is not refused)
-        yield
-        return
-    if _REFUSER not in sys.meta_path:
-        sys.meta_path.insert(0, _REFUSER)
-    thread = threading.get_ident()
-    _REFUSER.threads.add(thread)
-    try:
-        yield
-    finally:
-        _REFUSER.threads.discard(thread)
+def tokenizer_modules() -> Iterator[NltkTokenizerModules]:
+    """The three modules, for the block's work with them (NLTK's own functions import more
+    of nltk as they run, so they are called inside it); see the module's docstring."""
+    global _depth
+    with _LOCK:
+        if _depth or "nltk" in sys.modules:  # an outer block's, or the program's own nltk
+            bare = False
+            modules = _import_three()
+        else:
+            before = set(sys.modules)
+            bare = _empty_packages()
+            if bare:
+                try:
+                    modules = _import_three()
+                except Exception:  # an nltk whose modules need their package: nltk whole
+                    _forget_nltk(before)
+                    bare = False
+            if not bare:
+                modules = _import_three()  # nltk whole, left imported as any import would be
+        _depth += 1
+        try:
+            yield modules
+        finally:
+            _depth -= 1
+            if bare:
+                _forget_nltk(before)
 
 
-def import_nltk() -> None:
-    """Import nltk (once per process; a no-op after): see :func:`_nltk_without_extras`."""
-    with _nltk_without_extras():
-        import nltk  # noqa: F401  (the package: every nltk submodule import runs it first)
+def _import_three() -> NltkTokenizerModules:
+    return NltkTokenizerModules(importlib.import_module("nltk.tokenize.punkt"),
+                                importlib.import_module("nltk.tokenize.destructive"),
+                                importlib.import_module("nltk.data"))
+
+
+def _empty_packages() -> bool:
+    """``nltk`` and ``nltk.tokenize`` in ``sys.modules`` as packages (their ``__path__``)
+    whose ``__init__`` has not run; False (and nothing put there) where nltk is laid out
+    otherwise."""
+    spec = importlib.util.find_spec("nltk")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    folder = Path(next(iter(spec.submodule_search_locations))) / "tokenize"
+    if not (folder / "__init__.py").is_file():
+        return False
+    sub = importlib.util.spec_from_file_location(
+        "nltk.tokenize", folder / "__init__.py", submodule_search_locations=[str(folder)])
+    if sub is None:
+        return False
+    sys.modules["nltk"] = importlib.util.module_from_spec(spec)
+    sys.modules["nltk.tokenize"] = importlib.util.module_from_spec(sub)
+    return True
+
+
+def _forget_nltk(before: set[str]) -> None:
+    """Every ``nltk`` module put in ``sys.modules`` since ``before`` taken out again."""
+    for name in [n for n in sys.modules if n not in before]:
+        if name == "nltk" or name.startswith("nltk."):
+            del sys.modules[name]
