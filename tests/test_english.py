@@ -18,7 +18,9 @@ from typing import Any
 
 import pytest
 
+from cli_support import dataset_samples
 from groundscope.scoring import english as E
+from groundscope.simulator import SimBehaviour, SimulatorServer
 
 Tokenize = Callable[[str], list[str]]
 
@@ -196,6 +198,105 @@ def test_nltk_imported_first_is_used_as_it_is() -> None:
     assert out[1] == "True"
 
 
+_BUILD_BESIDE_ANOTHER_THREAD = """
+import sys, threading
+from groundscope.scoring.english import english
+other = threading.Event()
+beside = threading.Thread(target=other.wait)  # the program's own thread, alive meanwhile
+beside.start()
+builder = threading.Thread(target=english)
+builder.start()
+builder.join()
+other.set()
+nltk = sys.modules.get("nltk")
+print(nltk is not None and hasattr(nltk, "word_tokenize"), "scipy" in sys.modules)
+"""
+
+
+def test_a_build_beside_another_thread_imports_nltk_whole() -> None:
+    """Where another thread runs, it could ``import nltk`` while the empty stand-in packages
+    are in ``sys.modules``, and keep the empty one (found by an outside attack: a library
+    user's module importing nltk while a run built its tokenizer in a thread got no
+    ``word_tokenize``, for good). So there the build imports nltk whole, as any import
+    would, with scipy kept out of that import."""
+    pytest.importorskip("scipy", reason="scipy is not installed")
+    out = subprocess.run([sys.executable, "-c", _BUILD_BESIDE_ANOTHER_THREAD],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True False"
+
+
+_INTERRUPTED_BUILD = """
+import sys
+class Interrupt:  # Ctrl-C as the build imports one of nltk's modules
+    def find_spec(self, name, path=None, target=None):
+        if name == "nltk.probability":
+            raise KeyboardInterrupt
+        return None
+sys.meta_path.insert(0, Interrupt())
+from groundscope.scoring.english import EnglishTokenizer
+try:
+    EnglishTokenizer()
+except KeyboardInterrupt:
+    print(sorted(m for m in sys.modules if m.startswith("nltk")))
+sys.meta_path.pop(0)
+import nltk
+print(nltk.word_tokenize("It's Mr. Smith's.", preserve_line=True))
+"""
+
+
+def test_an_interrupted_build_leaves_no_empty_nltk_package() -> None:
+    """A KeyboardInterrupt (any exception) during the bare import takes its stand-in
+    packages out too: left in ``sys.modules``, a later ``import nltk`` (a notebook after
+    Ctrl-C) got an empty package (found by an outside attack)."""
+    out = subprocess.run([sys.executable, "-c", _INTERRUPTED_BUILD], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["[]", "['It', \"'s\", 'Mr.', 'Smith', \"'s\", '.']"]
+
+
+_RUN_THEN_REPORT = """
+import json, sys, threading
+from groundscope import run_task
+cfg = json.loads(sys.argv[1])
+if sys.argv[2] == "thread":  # run_task from a thread of a program that goes on meanwhile
+    done = []
+    worker = threading.Thread(target=lambda: done.append(run_task(cfg)))
+    worker.start()
+    worker.join()
+    report = done[0]
+else:
+    report = run_task(cfg)
+bleu = [r.score for r in report.datasets[0].metrics if r.metric.lower().startswith("bleu") and r.score]
+nltk = sys.modules.get("nltk")
+print(len(bleu) > 0, None if nltk is None else hasattr(nltk, "word_tokenize"))
+"""
+
+
+@pytest.mark.parametrize(("how", "nltk_after"), [("main", "None"), ("thread", "True")])
+def test_a_run_builds_the_tokenizer_bare_only_as_the_only_thread(
+        tmp_path: Path, how: str, nltk_after: str) -> None:
+    """A run whose thread is the process's only one (``groundscope eval``, a script's
+    ``run_task``) builds the tokenizer itself before its first request, with the bare import
+    (no nltk module is left after it); a run from a thread of a program that goes on
+    meanwhile builds it in its background thread with nltk imported whole (a failure would
+    show as no BLEU). One request at a time, so the background build starts before the
+    first answer is scored."""
+    data = tmp_path / "data"
+    data.mkdir()
+    records = [{"messages": [{"role": "user", "content": f"Say thing {i}."}],
+                "answer": f"It is thing {i}, Mr. Smith."} for i in range(3)]
+    (data / "qa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    args = {"general_vqa": {"local_path": str(data), "subset_list": ["qa"], "metric_list": ["BLEU"]}}
+    with SimulatorServer(dataset_samples("general_vqa", args), SimBehaviour(accuracy=1.0)) as url:
+        cfg = {"model": "m", "api_url": url, "datasets": ["general_vqa"], "dataset_args": args,
+               "eval_batch_size": 1, "work_dir": str(tmp_path / "out")}
+        out = subprocess.run([sys.executable, "-c", _RUN_THEN_REPORT, json.dumps(cfg), how],
+                             capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"True {nltk_after}"
+
+
 _FAKE_NLTK = {
     "nltk/__init__.py": "READY = True\nfrom nltk import data\n",
     "nltk/data.py": "",
@@ -226,3 +327,49 @@ def test_an_nltk_whose_modules_need_their_package_is_imported_whole(tmp_path: Pa
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ("(True, True) ['nltk', 'nltk.data', 'nltk.tokenize', "
                                   "'nltk.tokenize.destructive', 'nltk.tokenize.punkt']")
+
+
+_IMPORT_WHILE_ANOTHER_LOOKS = r"""
+import sys, threading
+from groundscope.scoring.nltkload import tokenizer_modules
+
+asked, go = threading.Event(), threading.Event()
+
+
+class Hold:  # holds the first `import nltk` (in its own thread) until it is told to go on
+    def find_spec(self, name, path=None, target=None):
+        if name == "nltk" and not go.is_set():
+            asked.set()
+            go.wait(60)
+        return None
+
+
+sys.meta_path.insert(0, Hold())
+def build():
+    with tokenizer_modules(bare=True):  # beside this thread: nltk whole, extras refused
+        pass
+
+
+worker = threading.Thread(target=build)
+worker.start()
+asked.wait(60)
+# Another thread's import looks through the finders as importlib does (a for loop over the
+# live sys.meta_path), one finder in when the nltk import ends:
+finders = iter(sys.meta_path)
+seen = [next(finders)]
+go.set()
+worker.join()
+seen += list(finders)
+print("nltk" in sys.modules, [type(f).__name__ for f in sys.meta_path if all(f is not s for s in seen)])
+"""
+
+
+def test_the_nltk_import_skips_no_finder_of_an_import_in_another_thread() -> None:
+    """Beside another thread, the build imports nltk whole, in a background thread while the
+    event loop may import too. Taking the import's own finder out of ``sys.meta_path`` when it
+    ended shifted the list under a lookup in progress: that lookup skipped a finder (the
+    one that finds the module: ModuleNotFoundError for an installed module)."""
+    out = subprocess.run([sys.executable, "-c", _IMPORT_WHILE_ANOTHER_LOOKS], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True []"

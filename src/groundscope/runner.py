@@ -277,6 +277,7 @@ class Runner:
         self._score_slots = asyncio.Semaphore(n_score)
         if self.cfg.eval_type != "answers":  # an answers run has no endpoint to show
             self._live.client = client
+        self._side.before_requests()
         records = sum(planned_records(self.cfg, run) for run in self.datasets)
         shard = Dealer.of(self.cfg.shard)  # a shard's total: the records dealt to it
         self._progress.expected = Expected(shard.share(records) if shard else records,

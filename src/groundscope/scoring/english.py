@@ -220,10 +220,11 @@ class EnglishTokenizer:
     """NLTK's ``word_tokenize`` without downloaded data: Punkt with ``params`` (by default
     :func:`punkt_parameters`), then the ``NLTKWordTokenizer`` steps run in NLTK's order,
     skipping steps that cannot match. Building it imports three of nltk's modules (~0.06 s
-    of CPU; :mod:`~groundscope.scoring.nltkload`)."""
+    of CPU where this is the process's only thread, else nltk whole: ~0.14 s;
+    :mod:`~groundscope.scoring.nltkload`)."""
 
     def __init__(self, params: PunktParameters | None = None) -> None:
-        with tokenizer_modules() as nltk:
+        with tokenizer_modules(bare=True) as nltk:
             self._build(nltk, punkt_parameters() if params is None else params)
 
     def _build(self, nltk: NltkTokenizerModules, params: PunktParameters) -> None:

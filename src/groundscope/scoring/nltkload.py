@@ -1,40 +1,49 @@
-"""The three nltk modules the English tokenizer uses, without ``nltk``'s package-wide import.
+"""The three nltk modules the English tokenizer uses, imported as cheaply as is safe.
 
 Python runs a package's ``__init__`` before any module in it, and ``nltk/__init__.py`` (with
 ``nltk/tokenize/__init__.py``) imports nearly all of NLTK: parsers, corpora, collocations,
 and numpy, scipy and scikit-learn where they are installed. The tokenizer needs
 ``nltk.tokenize.punkt``, ``nltk.tokenize.destructive`` (``NLTKWordTokenizer``) and
 ``nltk.data`` (to find the ``punkt_tab`` model), which import only a few of NLTK's own
-modules. So, for the block of :func:`tokenizer_modules` (the tokenizer's build), those two
-packages stand in ``sys.modules`` as empty package objects: their modules are found in the
-same folders, and nothing in the two ``__init__`` files runs. When the block ends, every
-``nltk`` entry it put in ``sys.modules`` is taken out again: the tokenizer keeps its
-objects, and a later ``import nltk`` by anyone in the process is NLTK's own, whole and fresh.
+modules. Two ways in, measured in a process that has imported what a run imports (nltk
+3.10.4, this 2-core machine):
 
-Measured in a process that has imported what a run imports (nltk 3.10.4, this 2-core
-machine): the three cost 59 ms of CPU against 140 ms for ``import nltk`` with numpy, scipy
-and sklearn kept out of it (as this module did until 2026-12-06), and 0.88 s where scipy is
-installed and let in. None of the three imports numpy, scipy or sklearn.
+* **Bare** (59 ms of CPU): for a ``tokenizer_modules(bare=True)`` block (the tokenizer's
+  build), ``nltk`` and ``nltk.tokenize`` stand in ``sys.modules`` as empty package objects
+  (their modules are found in the same folders; nothing in the two ``__init__`` files
+  runs), and when the block ends every ``nltk`` entry it put there is taken out again. The
+  tokenizer keeps its objects; a later ``import nltk`` is NLTK's own, whole and fresh. Only
+  where the building thread is the process's only Python thread: another thread's
+  ``import nltk`` meanwhile would get the empty package, and keep it. A run builds the
+  tokenizer before its first request, while it has no other thread (``sidework.py``).
+* **Whole, without its extras** (140 ms; 0.88 s and 65 MB more where scipy is installed and
+  let in): everywhere else, ``import nltk`` with ``numpy``, ``scipy`` and ``sklearn``
+  answered "not installed" to the importing thread alone (NLTK guards each and carries on
+  without them; the tokenizer needs none). The cost: in such a process, if groundscope
+  imported nltk first, NLTK's numpy-, scipy- and sklearn-backed extras (``nltk.cluster``,
+  TextTiling, the Fisher collocation measure, the transition parser's SVM) behave as if
+  those packages were not installed; a program that needs them imports nltk (or scipy)
+  first, and then nothing is refused.
 
 Where the program imported nltk itself first, its modules are used as they are. Where an
-nltk release's modules need their package's ``__init__`` after all, the empty packages are
-taken out and nltk is imported whole (the same tokens at the old cost, with whatever
-optional packages nltk finds). One window: during the block (~0.07 s, once per process, in
-the thread that builds the tokenizer), another thread that runs ``import nltk`` would get
-the empty package; groundscope has no such thread.
+nltk release's modules need their package's ``__init__`` after all, the bare way is undone
+and the whole one taken (the same tokens at the old cost).
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.abc
 import importlib.util
 import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 __all__ = ["NltkTokenizerModules", "tokenizer_modules"]
 
@@ -51,32 +60,34 @@ _depth = 0
 
 
 @contextlib.contextmanager
-def tokenizer_modules() -> Iterator[NltkTokenizerModules]:
-    """The three modules, for the block's work with them (NLTK's own functions import more
-    of nltk as they run, so they are called inside it); see the module's docstring."""
+def tokenizer_modules(*, bare: bool = False) -> Iterator[NltkTokenizerModules]:
+    """The three modules, for the block's work with them (NLTK's functions import more of
+    nltk as they run, so they are called inside it). ``bare``: imported bare where that is
+    safe (see the module's docstring); a block inside another gets the outer one's."""
     global _depth
     with _LOCK:
-        if _depth or "nltk" in sys.modules:  # an outer block's, or the program's own nltk
-            bare = False
-            modules = _import_three()
-        else:
-            before = set(sys.modules)
-            bare = _empty_packages()
-            if bare:
-                try:
-                    modules = _import_three()
-                except Exception:  # an nltk whose modules need their package: nltk whole
-                    _forget_nltk(before)
-                    bare = False
-            if not bare:
-                modules = _import_three()  # nltk whole, left imported as any import would be
-        _depth += 1
+        before = set(sys.modules) if bare and _bare_is_safe() else None
         try:
-            yield modules
+            modules = _import_bare() if before is not None else None
+            if modules is None:
+                if before is not None:
+                    _forget_nltk(before)
+                    before = None
+                with _nltk_without_extras():
+                    modules = _import_three()
+            _depth += 1
+            try:
+                yield modules
+            finally:
+                _depth -= 1
         finally:
-            _depth -= 1
-            if bare:
-                _forget_nltk(before)
+            if before is not None:
+                _forget_nltk(before)  # also on KeyboardInterrupt: no empty package stays
+
+
+def _bare_is_safe() -> bool:
+    """No block open, nltk not imported, and no other Python thread that could import it."""
+    return not _depth and "nltk" not in sys.modules and threading.active_count() == 1
 
 
 def _import_three() -> NltkTokenizerModules:
@@ -85,27 +96,69 @@ def _import_three() -> NltkTokenizerModules:
                                 importlib.import_module("nltk.data"))
 
 
-def _empty_packages() -> bool:
-    """``nltk`` and ``nltk.tokenize`` in ``sys.modules`` as packages (their ``__path__``)
-    whose ``__init__`` has not run; False (and nothing put there) where nltk is laid out
-    otherwise."""
+def _import_bare() -> NltkTokenizerModules | None:
+    """The three, with ``nltk`` and ``nltk.tokenize`` as packages (their ``__path__``) whose
+    ``__init__`` has not run; None where nltk is laid out otherwise or its modules need
+    their package after all (the caller takes out what this put in ``sys.modules``)."""
     spec = importlib.util.find_spec("nltk")
     if spec is None or not spec.submodule_search_locations:
-        return False
+        return None
     folder = Path(next(iter(spec.submodule_search_locations))) / "tokenize"
-    if not (folder / "__init__.py").is_file():
-        return False
     sub = importlib.util.spec_from_file_location(
         "nltk.tokenize", folder / "__init__.py", submodule_search_locations=[str(folder)])
-    if sub is None:
-        return False
+    if sub is None or not (folder / "__init__.py").is_file():
+        return None
     sys.modules["nltk"] = importlib.util.module_from_spec(spec)
     sys.modules["nltk.tokenize"] = importlib.util.module_from_spec(sub)
-    return True
+    try:
+        return _import_three()
+    except Exception:  # an nltk whose modules need their package: the whole import instead
+        return None
 
 
 def _forget_nltk(before: set[str]) -> None:
     """Every ``nltk`` module put in ``sys.modules`` since ``before`` taken out again."""
-    for name in [n for n in sys.modules if n not in before]:
-        if name == "nltk" or name.startswith("nltk."):
-            del sys.modules[name]
+    for name in list(sys.modules):  # (a copy: the loop runs Python code between items)
+        if (name == "nltk" or name.startswith("nltk.")) and name not in before:
+            sys.modules.pop(name, None)
+
+
+class _RefuseInThread(importlib.abc.MetaPathFinder):
+    """Answers "not installed" for ``prefixes`` imported by a thread of ``threads`` (those
+    importing nltk for groundscope, while they do); other threads and every other module
+    are left to the next finder.
+
+    Installed once and never taken out: another thread's import may be looking through
+    ``sys.meta_path`` meanwhile (the run builds the tokenizer in a background thread), and
+    removing an entry shifts the list under that lookup, which then skips a finder."""
+
+    def __init__(self, prefixes: tuple[str, ...]) -> None:
+        self.prefixes = prefixes
+        self.threads: set[int] = set()
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+        if self.threads and threading.get_ident() in self.threads \
+                and name.split(".")[0] in self.prefixes:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+_REFUSER = _RefuseInThread(("numpy", "scipy", "sklearn"))
+
+
+@contextlib.contextmanager
+def _nltk_without_extras() -> Iterator[None]:
+    """The first ``import nltk`` of the process (inside the block) without ``numpy``,
+    ``scipy`` and ``sklearn``, refused to this thread alone; nothing is refused where nltk
+    or scipy is imported already (numpy, if loaded, is not refused either)."""
+    if "nltk" in sys.modules or "scipy" in sys.modules:
+        yield
+        return
+    if _REFUSER not in sys.meta_path:
+        sys.meta_path.insert(0, _REFUSER)
+    thread = threading.get_ident()
+    _REFUSER.threads.add(thread)
+    try:
+        yield
+    finally:
+        _REFUSER.threads.discard(thread)
