@@ -255,6 +255,93 @@ def test_an_interrupted_build_leaves_no_empty_nltk_package() -> None:
     assert out.stdout.splitlines() == ["[]", "['It', \"'s\", 'Mr.', 'Smith', \"'s\", '.']"]
 
 
+_BUILD_BESIDE_A_THREAD_THREADING_DOES_NOT_KNOW = """
+import _thread, sys, threading
+from groundscope.scoring.english import english
+started, stop = threading.Event(), threading.Event()
+def hidden():  # a thread started with _thread (as pytest-xdist's workers are): no Thread object
+    started.set()
+    stop.wait(60)
+_thread.start_new_thread(hidden, ())
+started.wait(60)
+english()
+stop.set()
+nltk = sys.modules.get("nltk")
+print(threading.active_count(), nltk is not None and hasattr(nltk, "word_tokenize"))
+"""
+
+
+def test_a_build_beside_a_thread_threading_does_not_know_imports_nltk_whole() -> None:
+    """``threading.active_count()`` does not count a thread started with ``_thread``; it
+    could import nltk during a bare build all the same (found by an outside attack)."""
+    out = subprocess.run([sys.executable, "-c", _BUILD_BESIDE_A_THREAD_THREADING_DOES_NOT_KNOW],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "1 True"
+
+
+_IMPORT_ON_THE_BUILDING_THREAD = """
+import sys
+grabbed = []
+class Meanwhile:  # code on the building thread (a signal handler, a finalizer) imports nltk
+    def find_spec(self, name, path=None, target=None):
+        if name == "nltk.probability" and not grabbed:
+            import nltk
+            grabbed.append(nltk)
+        return None
+sys.meta_path.insert(0, Meanwhile())
+from groundscope.scoring.english import english
+words = english().tokenize("It is Mr. Smith's dog.")
+nltk = grabbed[0]
+tokens = nltk.word_tokenize("It's Mr. Smith's.", preserve_line=True)
+print(words == ['It', 'is', 'Mr.', 'Smith', "'s", 'dog', '.'], nltk is not sys.modules["nltk"], tokens)
+"""
+
+
+def test_nltk_imported_on_the_building_thread_during_a_bare_build_works_after_it() -> None:
+    """Code that runs on the building thread during a bare build and imports nltk gets the
+    empty stand-in package; once the build is over, what the stand-in lacks is looked up on
+    nltk imported whole (found by an outside attack: the empty package, for good)."""
+    out = subprocess.run([sys.executable, "-c", _IMPORT_ON_THE_BUILDING_THREAD],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True True ['It', \"'s\", 'Mr.', 'Smith', \"'s\", '.']"
+
+
+_INTERRUPTED_CLEAN_UP = """
+import sys
+from groundscope.scoring.english import EnglishTokenizer
+def tracer(frame, event, arg):  # Ctrl-C as the stand-ins are taken out, one of two gone
+    if not frame.f_code.co_filename.endswith("nltkload.py"):
+        return None
+    def local(frame, event, arg):
+        if event == "line" and "nltk" not in sys.modules and "nltk.tokenize" in sys.modules:
+            sys.settrace(None)
+            raise KeyboardInterrupt
+        return local
+    return local
+sys.settrace(tracer)
+try:
+    EnglishTokenizer()
+except KeyboardInterrupt:
+    print(sorted(m for m in sys.modules if m.startswith("nltk")))
+sys.settrace(None)
+import nltk
+print(nltk.word_tokenize("It's Mr. Smith's.", preserve_line=True))
+"""
+
+
+def test_an_interrupted_clean_up_still_takes_every_stand_in_out() -> None:
+    """A KeyboardInterrupt while the bare build's entries leave ``sys.modules`` (after
+    ``nltk``, before ``nltk.tokenize``) left the empty ``nltk.tokenize`` behind: every
+    later ``import nltk`` failed (found by an outside attack). The clean-up finishes, then
+    the interrupt is raised."""
+    out = subprocess.run([sys.executable, "-c", _INTERRUPTED_CLEAN_UP], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["[]", "['It', \"'s\", 'Mr.', 'Smith', \"'s\", '.']"]
+
+
 _RUN_THEN_REPORT = """
 import json, sys, threading
 from groundscope import run_task

@@ -15,7 +15,10 @@ modules. Two ways in, measured in a process that has imported what a run imports
   tokenizer keeps its objects; a later ``import nltk`` is NLTK's own, whole and fresh. Only
   where the building thread is the process's only Python thread: another thread's
   ``import nltk`` meanwhile would get the empty package, and keep it. A run builds the
-  tokenizer before its first request, while it has no other thread (``sidework.py``).
+  tokenizer before its first request, while it has no other thread (``sidework.py``). Code
+  that runs on the building thread itself meanwhile (a signal handler, a finalizer) and
+  imports nltk does get the empty package; once the block is over, what it lacks is looked
+  up on nltk imported whole (:class:`_StandIn`).
 * **Whole, without its extras** (140 ms; 0.88 s and 65 MB more where scipy is installed and
   let in): everywhere else, ``import nltk`` with ``numpy``, ``scipy`` and ``sklearn``
   answered "not installed" to the importing thread alone (NLTK guards each and carries on
@@ -86,8 +89,24 @@ def tokenizer_modules(*, bare: bool = False) -> Iterator[NltkTokenizerModules]:
 
 
 def _bare_is_safe() -> bool:
-    """No block open, nltk not imported, and no other Python thread that could import it."""
-    return not _depth and "nltk" not in sys.modules and threading.active_count() == 1
+    """No block open, nltk not imported, and no other Python thread that could import it:
+    none that ``threading`` knows, and none running Python code that it does not (a
+    ``_thread`` thread, as pytest-xdist's workers have; found by an outside attack)."""
+    return (not _depth and "nltk" not in sys.modules and threading.active_count() == 1
+            and len(sys._current_frames()) == 1)
+
+
+class _StandIn(ModuleType):
+    """An empty package standing in for ``nltk`` or ``nltk.tokenize`` during a bare block.
+    Code that ran on this thread meanwhile (a signal handler, a finalizer, a trace hook) and
+    imported nltk holds this object; once it no longer stands in ``sys.modules``, what it
+    lacks is looked up on the package imported whole (found by an outside attack: such an
+    import kept an empty package for good)."""
+
+    def __getattr__(self, name: str) -> Any:
+        if sys.modules.get(self.__name__) is self or name.startswith("__"):
+            raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(self.__name__), name)
 
 
 def _import_three() -> NltkTokenizerModules:
@@ -108,8 +127,10 @@ def _import_bare() -> NltkTokenizerModules | None:
         "nltk.tokenize", folder / "__init__.py", submodule_search_locations=[str(folder)])
     if sub is None or not (folder / "__init__.py").is_file():
         return None
-    sys.modules["nltk"] = importlib.util.module_from_spec(spec)
-    sys.modules["nltk.tokenize"] = importlib.util.module_from_spec(sub)
+    for name, package in (("nltk", spec), ("nltk.tokenize", sub)):
+        module = importlib.util.module_from_spec(package)
+        module.__class__ = _StandIn
+        sys.modules[name] = module
     try:
         return _import_three()
     except Exception:  # an nltk whose modules need their package: the whole import instead
@@ -117,10 +138,20 @@ def _import_bare() -> NltkTokenizerModules | None:
 
 
 def _forget_nltk(before: set[str]) -> None:
-    """Every ``nltk`` module put in ``sys.modules`` since ``before`` taken out again."""
-    for name in list(sys.modules):  # (a copy: the loop runs Python code between items)
-        if (name == "nltk" or name.startswith("nltk.")) and name not in before:
-            sys.modules.pop(name, None)
+    """Every ``nltk`` module put in ``sys.modules`` since ``before`` taken out again, all of
+    them even when a KeyboardInterrupt lands meanwhile (raised once they are out: a stand-in
+    left behind broke every later ``import nltk``; found by an outside attack)."""
+    interrupted = False
+    while True:
+        try:
+            for name in list(sys.modules):  # (a copy: the loop runs Python code between items)
+                if (name == "nltk" or name.startswith("nltk.")) and name not in before:
+                    sys.modules.pop(name, None)
+            break
+        except KeyboardInterrupt:
+            interrupted = True
+    if interrupted:
+        raise KeyboardInterrupt
 
 
 class _RefuseInThread(importlib.abc.MetaPathFinder):
