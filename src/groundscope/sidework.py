@@ -1,5 +1,5 @@
 """One-off work a run does beside its requests, in background threads while it waits on the
-model, so none of it stalls the event loop or delays the first wave:
+model, so that little of it stalls the event loop or delays the first wave:
 
 * the scorers' set-up (the English tokenizer: nltk's import and the build), once the first
   wave is out; except where the run's thread is the process's only one, which sets them up

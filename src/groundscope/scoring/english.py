@@ -2,8 +2,8 @@
 
 Punkt sentence split (NLTK's trained ``punkt_tab`` parameters when that model is installed,
 else ours: common abbreviations and sentence starters), then ``NLTKWordTokenizer``'s steps
-per sentence. Built once, on first use or by ``warm_up`` (a run does it in a background
-thread while its first requests are in flight), from NLTK's public objects: the
+per sentence. Built once, on first use or by ``warm_up`` (a run does it before its first
+request, or beside its first requests in a background thread), from NLTK's public objects: the
 ``NLTKWordTokenizer`` class's step lists, a ``PunktLanguageVars`` and a
 ``PunktSentenceTokenizer`` over the parameters. Contexts the shortcuts below leave undecided
 ask that Punkt (``text_contains_sentbreak``), memoised.
@@ -354,6 +354,7 @@ def _english_once() -> EnglishTokenizer:
 
 
 def warm_up() -> None:
-    """Build the English tokenizer now (~0.06-0.1 s of CPU). The runner does
-    this in a background thread while the first requests are in flight."""
+    """Build the English tokenizer now (~0.06-0.1 s of CPU). A run does this before its
+    first request where its thread is the process's only one, else in a background thread
+    while the first requests are in flight (``sidework.py``)."""
     english()
