@@ -48,7 +48,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-__all__ = ["NltkTokenizerModules", "tokenizer_modules"]
+__all__ = ["NltkTokenizerModules", "only_thread", "tokenizer_modules"]
 
 
 @dataclass(frozen=True)
@@ -88,12 +88,17 @@ def tokenizer_modules(*, bare: bool = False) -> Iterator[NltkTokenizerModules]:
                 _forget_nltk(before)  # also on KeyboardInterrupt: no empty package stays
 
 
+def only_thread() -> bool:
+    """Whether the calling thread is the process's only Python thread: none other that
+    ``threading`` knows, and none running Python code that it does not (a ``_thread``
+    thread, as pytest-xdist's workers have; found by an outside attack). Where it is, the
+    tokenizer's build takes the bare import (``sidework.py`` builds it then)."""
+    return threading.active_count() == 1 and len(sys._current_frames()) == 1
+
+
 def _bare_is_safe() -> bool:
-    """No block open, nltk not imported, and no other Python thread that could import it:
-    none that ``threading`` knows, and none running Python code that it does not (a
-    ``_thread`` thread, as pytest-xdist's workers have; found by an outside attack)."""
-    return (not _depth and "nltk" not in sys.modules and threading.active_count() == 1
-            and len(sys._current_frames()) == 1)
+    """No block open, nltk not imported, and no other Python thread that could import it."""
+    return not _depth and "nltk" not in sys.modules and only_thread()
 
 
 class _StandIn(ModuleType):
