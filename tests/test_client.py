@@ -6,6 +6,8 @@ import asyncio
 import base64
 import hashlib
 import logging
+import random
+import tracemalloc
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
@@ -456,3 +458,31 @@ async def test_session_is_reused_and_recreated_after_close() -> None:
         await client.complete(user("c"))
         assert client._session is not first
         await client.aclose()
+
+
+async def test_a_request_in_flight_holds_its_body_at_the_bodys_size(tmp_path: Path) -> None:
+    # orjson (3.12+) returns its whole output buffer, ~16x a long string's length: a 133 KB
+    # body held 2 MB for as long as its request was in flight (128 of them at concurrency 128)
+    photo = tmp_path / "photo.png"
+    Image.frombytes("RGB", (200, 170), random.Random(0).randbytes(200 * 170 * 3)).save(photo)
+    msg = (Message("user", (TextPart("What is it?"), MediaPart(MediaRef(Modality.IMAGE, str(photo))))),)
+    held: list[tuple[int, int]] = []
+    send = ChatClient._send
+
+    async def measured(self: ChatClient, session: Any, body: bytes) -> Any:
+        where = tracemalloc.get_object_traceback(body)
+        snapshot = tracemalloc.take_snapshot()
+        held.append((len(body), sum(t.size for t in snapshot.traces if t.traceback == where)))
+        return await send(self, session, body)
+
+    tracemalloc.start(1)
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(ChatClient, "_send", measured)
+            async with SimulatorServer() as url, ChatClient(url, "m", retry=FAST) as client:
+                await client.complete(msg)
+    finally:
+        tracemalloc.stop()
+    ((size, allocated),) = held
+    assert size > 100_000  # the image's base64 is in the body
+    assert allocated < 2 * size

@@ -195,7 +195,9 @@ class ChatClient:
         messages = await prepare_messages(messages)
         fetched = await self.fetcher.fetch_all(messages) if self.wire.remote_audio else None
         payload = self.wire.body(messages, self.model, config, fetched)
-        body, tokens = orjson.dumps(payload), estimate_tokens(payload)
+        # orjson (3.12+) returns its whole output buffer, ~16x a 133 KB body; the body waits out
+        # the request (and its retries), so it is copied to its own size and the buffer freed
+        body, tokens = bytes(memoryview(orjson.dumps(payload))), estimate_tokens(payload)
         del payload, fetched  # the media's base64 text: only the body is kept while in flight
         report = on_retry or _log_retry
 
