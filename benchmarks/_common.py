@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -165,28 +165,31 @@ print(json.dumps({"wall": wall, "cpu": cpu, "pipeline": marks["end"] - marks["st
 
 
 def run_eval_child(api_url: str, dataset_dir: Path, concurrency: int, work_dir: Path,
-                   subset: str = "bench", *, src: Path | None = None) -> dict:
+                   subset: str = "bench", *, src: Path | None = None,
+                   env: Mapping[str, str] | None = None) -> dict:
     """One ``run_task`` in a fresh process: wall s (everything, imports and report included),
     pipeline s (the streaming phase alone), steady_rate (requests/s completed between the
     first wave's end and the last wave's start), CPU s, peak RSS MB, counts. ``src``: the
-    groundscope sources to import (another commit's, for an A/B run); default: the installed."""
+    groundscope sources to import (another commit's, for an A/B run); default: the installed.
+    ``env``: variables set for the child alone (an allocator setting, for one side of an A/B)."""
     cfg = {"model": "sim", "api_url": api_url, "datasets": ["general_vqa"],
            "dataset_args": {"general_vqa": {"local_path": str(dataset_dir), "subset_list": [subset]}},
            "eval_batch_size": concurrency, "work_dir": str(work_dir), "ignore_errors": True}
-    return run_child(cfg, src=src)
+    return run_child(cfg, src=src, env=env)
 
 
-def source_env(src: Path | None) -> dict[str, str]:
+def source_env(src: Path | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a child process that imports groundscope from ``src`` (first on
-    its path, before the installed copy), or the installed one."""
-    env = {**os.environ, "TERM": "dumb"}
+    its path, before the installed copy), or the installed one; ``extra`` set on top."""
+    env = {**os.environ, "TERM": "dumb", **(extra or {})}
     if src is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(src), *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 
-def run_child(cfg: dict[str, Any], *, src: Path | None = None) -> dict:
+def run_child(cfg: dict[str, Any], *, src: Path | None = None,
+              env: Mapping[str, str] | None = None) -> dict:
     """``run_task(cfg)`` in a fresh process, measured as :func:`run_eval_child` says."""
     out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg)], capture_output=True,
-                         text=True, check=True, env=source_env(src))
+                         text=True, check=True, env=source_env(src, env))
     return json.loads(out.stdout.strip().splitlines()[-1])

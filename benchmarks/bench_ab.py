@@ -19,6 +19,10 @@ regimes:
 Ratios are tree / commit: above 1 is faster (rates) or slower (seconds, CPU, RSS) in the
 tree. Run it before stopping on every change that touches the per-sample path.
 
+``--tree-env NAME=VALUE`` sets a variable for the tree's runs alone: against ``HEAD`` it
+compares the same code with and without a setting, e.g. a fixed glibc mmap threshold
+(``MALLOC_MMAP_THRESHOLD_=300000``; README, "Where the targets of issue 21 stand").
+
 Peak RSS at 200 ms / concurrency 128 moves with the allocator more than with the code: 14
 runs of one commit gave 100-139 MB (2026-12-05). A "worse by over 5%" there with 3 pairs
 is a reason to run more pairs (``--part 200ms --pairs 6``), not yet a finding.
@@ -98,11 +102,12 @@ def interleaved(label: str, pairs: int, run: Callable[[str, Path], Figures],
 
 
 def eval_workload(url: str, data: Path, n: int, conc: int, ideal: float | None,
-                  tmp: Path) -> Callable[[str, Path], Figures]:
+                  tmp: Path, envs: dict[str, dict[str, str]]) -> Callable[[str, Path], Figures]:
     counter = iter(range(1_000_000))
 
     def run(name: str, src: Path) -> Figures:
-        r = run_eval_child(url, data, conc, tmp / f"{name}{next(counter)}", src=src)
+        r = run_eval_child(url, data, conc, tmp / f"{name}{next(counter)}", src=src,
+                           env=envs.get(name))
         if r["succeeded"] != n:
             raise SystemExit(f"{name}: {r['succeeded']} of {n} samples succeeded: {r}")
         figures = {"samples/s end to end": n / r["wall"],
@@ -115,7 +120,8 @@ def eval_workload(url: str, data: Path, n: int, conc: int, ideal: float | None,
     return run
 
 
-def startup_workload(url: str, data: Path, tmp: Path) -> Callable[[str, Path], Figures]:
+def startup_workload(url: str, data: Path, tmp: Path,
+                     envs: dict[str, dict[str, str]]) -> Callable[[str, Path], Figures]:
     counter = iter(range(1_000_000))
     args = json.dumps({"general_vqa": {"local_path": str(data), "subset_list": ["bench"]}})
 
@@ -124,7 +130,7 @@ def startup_workload(url: str, data: Path, tmp: Path) -> Callable[[str, Path], F
                "--datasets", "general_vqa", "--dataset-args", args, "--limit", "1",
                "--work-dir", str(tmp / f"s{name}{next(counter)}")]
         start = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True, env=source_env(src))
+        subprocess.run(cmd, check=True, capture_output=True, env=source_env(src, envs.get(name)))
         return {"seconds, --limit 1": time.perf_counter() - start}
     return run
 
@@ -136,7 +142,13 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=2000, help="samples per evaluation (2,000)")
     ap.add_argument("--part", choices=("0ms", "200ms", "startup"), action="append",
                     help="only these workloads (repeatable; default: all three)")
+    ap.add_argument("--tree-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="a variable set for the tree's runs alone (repeatable)")
     args = ap.parse_args()
+    tree_env = dict(item.partition("=")[::2] for item in args.tree_env)
+    if any(not name for name in tree_env):
+        ap.error("--tree-env takes NAME=VALUE")
+    envs = {"tree": tree_env}
     parts = args.part or ["0ms", "200ms", "startup"]
     rates = {"samples/s end to end": True, "samples/s streaming": True,
              "client CPU ms/sample": False, "peak RSS MB": False}
@@ -146,20 +158,22 @@ def main() -> None:
         compile_src(sides["tree"])
         for name, src in sides.items():
             print(f"{name}: groundscope from {imported_from(src)}")
+        if tree_env:
+            print("tree's runs with " + " ".join(f"{k}={v}" for k, v in tree_env.items()))
         data = make_vqa_dataset(args.n)
         if "0ms" in parts:
             with simulator_process(data) as url:
                 interleaved(f"0 ms latency, concurrency 32, N={args.n}", args.pairs,
-                            eval_workload(url, data, args.n, 32, None, tmp), sides, rates)
+                            eval_workload(url, data, args.n, 32, None, tmp, envs), sides, rates)
         if "200ms" in parts:
             with simulator_process(data, latency_ms=200) as url:
                 interleaved(f"200 ms latency, concurrency 128, N={args.n} (ideal 640/s)",
-                            args.pairs, eval_workload(url, data, args.n, 128, 640.0, tmp), sides,
+                            args.pairs, eval_workload(url, data, args.n, 128, 640.0, tmp, envs), sides,
                             {**rates, "end to end / ideal": True})
         if "startup" in parts:
             with simulator_process(data) as url:
                 interleaved("start-up: groundscope eval --limit 1 (whole command)",
-                            max(args.pairs, 5), startup_workload(url, data, tmp), sides,
+                            max(args.pairs, 5), startup_workload(url, data, tmp, envs), sides,
                             {"seconds, --limit 1": False})
 
 
