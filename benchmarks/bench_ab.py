@@ -145,9 +145,9 @@ def main() -> None:
     ap.add_argument("--tree-env", action="append", default=[], metavar="NAME=VALUE",
                     help="a variable set for the tree's runs alone (repeatable)")
     args = ap.parse_args()
-    tree_env = dict(item.partition("=")[::2] for item in args.tree_env)
-    if any(not name for name in tree_env):
+    if any(not item.partition("=")[0] or "=" not in item for item in args.tree_env):
         ap.error("--tree-env takes NAME=VALUE")
+    tree_env = dict(item.partition("=")[::2] for item in args.tree_env)
     envs = {"tree": tree_env}
     parts = args.part or ["0ms", "200ms", "startup"]
     rates = {"samples/s end to end": True, "samples/s streaming": True,
