@@ -136,9 +136,9 @@ from groundscope import runner as R
 marks = {}
 _evaluate = R.Runner._evaluate
 async def timed(self, client):  # the pipeline phase alone: load, request, score, store
-    marks["start"] = time.perf_counter()
+    marks["start"], marks["cpu_start"] = time.perf_counter(), time.process_time()
     await _evaluate(self, client)
-    marks["end"] = time.perf_counter()
+    marks["end"], marks["cpu_end"] = time.perf_counter(), time.process_time()
 R.Runner._evaluate = timed
 from groundscope.client import chat as O
 done = []  # when each model request completed
@@ -158,6 +158,7 @@ conc = cfg.get("eval_batch_size", 8)
 first, last = conc - 1, len(done) - conc - 1  # the first wave done .. the last wave started
 steady = (last - first) / (done[last] - done[first]) if last > first else None
 print(json.dumps({"wall": wall, "cpu": cpu, "pipeline": marks["end"] - marks["start"],
+                  "pipeline_cpu": marks["cpu_end"] - marks["cpu_start"],
                   "steady_rate": steady,
                   "succeeded": s.succeeded, "errored": s.errored,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
@@ -168,7 +169,9 @@ def run_eval_child(api_url: str, dataset_dir: Path, concurrency: int, work_dir: 
                    subset: str = "bench", *, src: Path | None = None,
                    env: Mapping[str, str] | None = None) -> dict:
     """One ``run_task`` in a fresh process: wall s (everything, imports and report included),
-    pipeline s (the streaming phase alone), steady_rate (requests/s completed between the
+    pipeline s (the streaming phase alone), pipeline_cpu s (the process's CPU in that phase,
+    every thread: the tokenizer's build and Pillow's import fall inside it, the imports before
+    it and the reports and page after it do not), steady_rate (requests/s completed between the
     first wave's end and the last wave's start), CPU s, peak RSS MB, counts. ``src``: the
     groundscope sources to import (another commit's, for an A/B run); default: the installed.
     ``env``: variables set for the child alone (an allocator setting, for one side of an A/B)."""
