@@ -8,8 +8,10 @@ import asyncio
 import random
 from typing import Any
 
-from groundscope.client.gate import Outcome
-from groundscope.scaleout.gatekeeper import GateKeeper, LeasedGate
+import pytest
+
+from groundscope.client.gate import Outcome, RateGate
+from groundscope.scaleout.gatekeeper import GateKeeper, LeasedGate, RemoteGate
 
 
 class _Method:
@@ -74,3 +76,23 @@ async def test_a_429_in_one_worker_lowers_the_limit_for_the_other() -> None:
     await _requests(w1, 2 * cut, held, peak)
     await w1.aclose()
     assert peak[0] <= cut + 1 < 10  # the cut limit, not w1's own ten
+
+
+async def test_a_gateway_prefixed_retry_after_pauses_every_worker_as_it_pauses_a_local_run() -> None:
+    # LiteLLM passes the provider's own headers on with a prefix; behind some providers the
+    # only pause hint a 429 carries is the prefixed one (the simulator's gateway modes)
+    for headers in ({"llm_provider-retry-after": "2"}, {"llm_provider-retry-after-ms": "2000"},
+                    {"llm_provider-x-ratelimit-remaining-requests": "0",
+                     "llm_provider-x-ratelimit-reset-requests": "2s"}):
+        local = RateGate(10)
+        await local.release(await local.acquire(10), Outcome(429, headers))
+        keeper = GateKeeper(10)
+        actor = Actor(keeper)
+        leased, remote = LeasedGate(actor, "w0", 10), RemoteGate(actor, "w1", 10)
+        held = [(gate, await gate.acquire(10)) for gate in (leased, remote)]  # before any pause
+        for gate, lease in held:  # a worker that leases in batches, and one that does not
+            await gate.release(lease, Outcome(429, headers))
+        await leased.aclose()
+        assert local.stats.paused_s > 1.5, headers  # the local run's pause: the oracle
+        # the workers' 429s paused the shared gate as long (the second only extends it)
+        assert keeper.stats.paused_s == pytest.approx(local.stats.paused_s, abs=0.5), headers

@@ -113,6 +113,20 @@ def header(headers: Mapping[str, str], name: str) -> str | None:
     return value
 
 
+def rate_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The headers of a reply (lower-cased names) that :func:`retry_after` and
+    :meth:`RateHeaders.read` may read: ``retry-after``, ``retry-after-ms`` and the rate-limit
+    families, plain or behind a gateway's prefix (:func:`header`). What a Ray worker passes
+    on to its endpoint's shared gate (``scaleout/gatekeeper.py``), so that the gate reads
+    the same hints as a local run's.
+
+    >>> rate_headers({"content-type": "application/json", "llm_provider-retry-after": "2",
+    ...               "x-ratelimit-remaining-requests": "0"})
+    {'llm_provider-retry-after': '2', 'x-ratelimit-remaining-requests': '0'}
+    """
+    return {k: v for k, v in headers.items() if "retry-after" in k or "ratelimit" in k}
+
+
 def retry_after(headers: Mapping[str, str], wall: float) -> float | None:
     """Seconds a reply asks to wait: ``retry-after-ms``, else ``retry-after`` as seconds or
     as an HTTP date (the OpenAI and Anthropic SDKs' order), each plain or gateway-prefixed;

@@ -24,14 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from groundscope.client.gate import Clock, GateStats, Lease, Outcome, RateGate, Sleep
-from groundscope.client.ratelimit import MAX_PAUSE_S, RateHeaders, Ticket
-
-
-def _limit_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """The reply headers a gate may act on: Retry-After and the rate-limit families
-    (``x-ratelimit-*``, ``anthropic-ratelimit-*``); nothing else crosses to the actor."""
-    return {k: v for k, v in headers.items() if k.startswith("retry-after") or "ratelimit" in k}
-
+from groundscope.client.ratelimit import MAX_PAUSE_S, RateHeaders, Ticket, rate_headers
 
 Ended = tuple[int, int | None, dict[str, str], int | None, str | None]
 """A lease handed back: (lease, status, limit headers, tokens used, error kind); status
@@ -165,7 +158,7 @@ class RemoteGate:
         if outcome.status == 429:
             self.stats.rate_limited += 1
         retries, self._retries_sent = self.stats.retries - self._retries_sent, self.stats.retries
-        await self.actor.release.remote(lease, outcome.status, _limit_headers(outcome.headers),
+        await self.actor.release.remote(lease, outcome.status, rate_headers(outcome.headers),
                                         outcome.tokens, outcome.kind, retries)
 
     async def refresh(self) -> None:
@@ -241,7 +234,7 @@ class LeasedGate:
                 changed.notify()
             return
         self._used.discard(lease)
-        ended = (lease, outcome.status, _limit_headers(outcome.headers), outcome.tokens,
+        ended = (lease, outcome.status, rate_headers(outcome.headers), outcome.tokens,
                  outcome.kind)
         if outcome.status != 429:
             self._ended.append(ended)
@@ -260,7 +253,7 @@ class LeasedGate:
         lease is one request's budget)."""
         if self._paced or outcome.status != 200:
             return False
-        headers = _limit_headers(outcome.headers)
+        headers = rate_headers(outcome.headers)
         if not headers:
             return True
         said = RateHeaders.read(headers, time.time())
