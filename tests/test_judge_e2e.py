@@ -220,3 +220,34 @@ def test_resume_rejudges_judge_failed_samples(tmp_path) -> None:
         assert second.row("accuracy").num == 3 and second.score() == 1.0 and flaky.calls == 3
         third = run_task({**cfg, "use_cache": str(tmp_path)}).dataset("general_vqa")
         assert third.score() == 1.0 and flaky.calls == 3  # nothing left to ask
+
+
+def test_report_after_score_with_a_new_judge_keeps_that_judges_figures(sim, tmp_path) -> None:
+    # a run made without a judge, scored afterwards by one (`score --judge`), then its
+    # report rebuilt (`report`): the report is the judged one, not the run's first metrics
+    # with every prediction "unscored" (found in the fifth session of 2026-12-06)
+    server, _ = sim
+    proc = run_cli(
+        "eval", "--model", "qwen-vl-plus", "--api-url", server.base_url,
+        "--api-key", "$GS_MODEL_KEY", "--eval-type", "openai_api", "--datasets", "general_vqa",
+        "--dataset-args", json.dumps(VQA_ARGS), "--limit", "5", "--work-dir", str(tmp_path / "w"),
+        "--no-timestamp", *MEDIA_ROOT, "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    run_dir = tmp_path / "w"
+    scored = run_cli("score", str(run_dir), "--judge", judge_flag(server.base_url),
+                     "--judge-key-env", "DASHSCOPE_API_KEY", cwd=tmp_path)
+    assert scored.returncode == 0, scored.stderr
+    report_file = run_dir / "reports" / "qwen-vl-plus" / "general_vqa.groundscope.json"
+    judged = json.loads(report_file.read_text())
+    assert judged["primary_metric"] == "accuracy"
+    reported = run_cli("report", str(run_dir), cwd=tmp_path)
+    assert reported.returncode == 0, reported.stderr
+    again = json.loads(report_file.read_text())
+    assert "no score" not in reported.stderr + reported.stdout
+    for key in ("primary_metric", "subsets", "metrics"):
+        assert again[key] == judged[key], key
+    assert again["summary"]["usage"] == judged["summary"]["usage"]  # the judge's calls too
+    saved = json.loads((run_dir / "config.json").read_text())["judge"]
+    assert saved["models"][0]["api_key"] == "$DASHSCOPE_API_KEY"  # a reference, never the key
+    assert SECRET not in (run_dir / "config.json").read_text()
+    assert SECRET not in (run_dir / "configs" / "task_config.yaml").read_text()

@@ -130,12 +130,18 @@ async def _process_run(run_dir: Path, judge: Mapping[str, Any] | None, *, rescor
     with media_roots_in_force((*saved_media_roots(config, run_dir), *chosen_media_roots())):
         return await _process_run_in_roots(run_dir, cfg, rescore=rescore, notes=notes,
                                            merging=merging,
-                                           schema_1=config.get("schema_version") == 1)
+                                           schema_1=config.get("schema_version") == 1,
+                                           config=config if judge is not None else None)
 
 
 async def _process_run_in_roots(run_dir: Path, cfg: TaskConfig, *, rescore: bool,
                                 notes: Sequence[str] = (), merging: bool = False,
-                                schema_1: bool = False) -> Report:
+                                schema_1: bool = False,
+                                config: Mapping[str, Any] | None = None) -> Report:
+    """``config``: the run's saved config.json, given when ``score --judge`` scores with a
+    judge of its own: once every score is in, the run keeps that judge (its key as the
+    reference given, ``$NAME``, or not at all), so a later ``report`` or ``score`` builds
+    the judged report, not the run's first metrics with every prediction unscored."""
     store = RunStore(run_dir, cfg.model_name, legacy_model=cfg.model_id or cfg.model).lock()
     store.resume_hint = (f"the saved reviews are unchanged: free some space, then run "
                          f"groundscope {'score' if rescore else 'report'} {run_dir} again")
@@ -165,6 +171,9 @@ async def _process_run_in_roots(run_dir: Path, cfg: TaskConfig, *, rescore: bool
             store.discard_staged()  # what a failed re-scoring wrote aside; the old reviews stay
             await ctx.aclose()
             store.close()
+        if config is not None:  # every score is in and its report written: keep the judge
+            kept = {k: v for k, v in config.items() if k not in ("schema_version", "format")}
+            store.write_config({**kept, "judge": cfg.redacted()["judge"]})
         # the JSON reports are written; a rendering failure must not undo them. A merge's
         # page is an end-of-run page (bounded: memory does not grow with the rows); report
         # rebuilds it with more samples (report/embed.py: REPORT_SAMPLES)
