@@ -5,6 +5,7 @@ workers, a 429 still lowers it for all."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from typing import Any
 
@@ -78,21 +79,56 @@ async def test_a_429_in_one_worker_lowers_the_limit_for_the_other() -> None:
     assert peak[0] <= cut + 1 < 10  # the cut limit, not w1's own ten
 
 
-async def test_a_gateway_prefixed_retry_after_pauses_every_worker_as_it_pauses_a_local_run() -> None:
-    # LiteLLM passes the provider's own headers on with a prefix; behind some providers the
-    # only pause hint a 429 carries is the prefixed one (the simulator's gateway modes)
-    for headers in ({"llm_provider-retry-after": "2"}, {"llm_provider-retry-after-ms": "2000"},
-                    {"llm_provider-x-ratelimit-remaining-requests": "0",
-                     "llm_provider-x-ratelimit-reset-requests": "2s"}):
-        local = RateGate(10)
-        await local.release(await local.acquire(10), Outcome(429, headers))
-        keeper = GateKeeper(10)
-        actor = Actor(keeper)
-        leased, remote = LeasedGate(actor, "w0", 10), RemoteGate(actor, "w1", 10)
-        held = [(gate, await gate.acquire(10)) for gate in (leased, remote)]  # before any pause
-        for gate, lease in held:  # a worker that leases in batches, and one that does not
-            await gate.release(lease, Outcome(429, headers))
-        await leased.aclose()
-        assert local.stats.paused_s > 1.5, headers  # the local run's pause: the oracle
-        # the workers' 429s paused the shared gate as long (the second only extends it)
-        assert keeper.stats.paused_s == pytest.approx(local.stats.paused_s, abs=0.5), headers
+@pytest.mark.parametrize("headers", [
+    {"llm_provider-retry-after": "2"},  # LiteLLM passes the provider's retry hints on
+    {"llm_provider-retry-after-ms": "2000"},  # only prefixed (the simulator's gateway modes)
+    {"llm_provider-x-ratelimit-remaining-requests": "0",  # a control: these always crossed
+     "llm_provider-x-ratelimit-reset-requests": "2s"}])
+async def test_a_gateway_prefixed_pause_hint_pauses_every_worker_as_it_pauses_a_local_run(
+        headers: dict[str, str]) -> None:
+    local = RateGate(10)
+    await local.release(await local.acquire(10), Outcome(429, headers))
+    keeper = GateKeeper(10)
+    actor = Actor(keeper)
+    leased, remote = LeasedGate(actor, "w0", 10), RemoteGate(actor, "w1", 10)
+    held = [(gate, await gate.acquire(10)) for gate in (leased, remote)]  # before any pause
+    for gate, lease in held:  # a worker that leases in batches, and one that does not
+        await gate.release(lease, Outcome(429, headers))
+    await leased.aclose()
+    assert local.stats.paused_s > 1.5  # the local run's pause: the oracle
+    # the workers' 429s paused the shared gate as long (the second only extends it)
+    assert keeper.stats.paused_s == pytest.approx(local.stats.paused_s, abs=0.5)
+
+
+async def _sent_before_blocked(gate: Any, headers: dict[str, str], n: int = 40) -> int:
+    """Requests sent one after another through ``gate``, each answered at once with a 200
+    carrying ``headers``, until the gate holds one back (1 s of waiting) or ``n`` went."""
+    sent = 0
+
+    async def one_by_one() -> None:
+        nonlocal sent
+        for _ in range(n):
+            lease = await gate.acquire(10)
+            sent += 1
+            await gate.release(lease, Outcome(200, headers))
+
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(one_by_one(), timeout=1.0)
+    return sent
+
+
+async def test_a_request_limit_a_reply_names_paces_a_ray_worker_as_it_paces_a_local_run() -> None:
+    # every reply names the endpoint's request limit (OpenAI's x-ratelimit-limit-requests:
+    # 60 a minute); with the clock stopped no request budget comes back, so a gate lets
+    # through the burst the learned limit allows and then holds the next request back. A
+    # worker kept reusing its slot for such 200s, never passing the limit on: 40 of 40 went
+    # where a local run sends 2 (found by an outside attack, 2026-12-06)
+    headers = {"x-ratelimit-limit-requests": "60"}
+    stopped = lambda: 1000.0  # noqa: E731  (the clock, stopped)
+    local = await _sent_before_blocked(RateGate(10, clock=stopped), headers)
+    keeper = GateKeeper(10, clock=stopped)
+    worker = LeasedGate(Actor(keeper), "w0", 10)
+    leased = await _sent_before_blocked(worker, headers)
+    await worker.aclose()
+    assert local < 40  # the oracle does hold requests back
+    assert leased <= local + 2, (leased, local)  # + the leases a worker may hold ahead of need

@@ -188,6 +188,17 @@ def test_gates_are_named_and_limited_as_a_local_runs() -> None:
                      "judge:j2": (3, None, 500)}
 
 
+def test_every_gate_caps_a_pause_as_a_local_run_does() -> None:
+    # a local run caps a judge endpoint's pause at retry_max_delay, as the model's
+    # (JudgePanel's gate: ScoringContext.retry_max_delay); the Ray gates capped a judge's
+    # at 30 s whatever the setting (found by an outside attack, 2026-12-06)
+    cfg = load_config(_cfg(retry_max_delay=7, judge={
+        "models": [{"model_id": "j1", "api_url": "http://127.0.0.1:9/v1"}]}))
+    local = ScoringContext.from_config(cfg).retry_max_delay
+    assert {s.name: s.max_pause for s in gate_limits(cfg).values()} == {
+        "model": cfg.retry_max_delay, "judge:j1": local}
+
+
 def _cfg(**extra: object) -> dict:
     return {"datasets": ["general_vqa"], "api_url": "http://127.0.0.1:9/v1",
             "dataset_args": {"general_vqa": {"local_path": "."}}, **extra}

@@ -257,6 +257,13 @@ class RateLimiter:
         self.allowance_until = 0.0  # when that count expires (its reset, or ALLOWANCE_TTL_S)
         self.admitted = 0
 
+    @property
+    def paces(self) -> bool:
+        """Whether requests are paced: a request or token rate, told or learned. Each request
+        must then be admitted here; none may go on another's admission (a Ray worker's reused
+        slot, ``scaleout/gatekeeper.py``)."""
+        return self.requests is not None or self.tokens is not None or self.learned.bucket is not None
+
     def wait(self, tokens: float, now: float) -> float | None:
         """Seconds until a request estimated at ``tokens`` may go: 0 now, None when it must
         wait for a request in flight to finish (the in-flight limit is reached)."""

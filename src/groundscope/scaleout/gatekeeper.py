@@ -46,7 +46,7 @@ class GateSpec:
     limit: int
     rpm: int | None = None
     tpm: int | None = None
-    max_pause: float = 30.0  # as ScoringContext.gate's: the retry policy's default max_delay
+    max_pause: float = 30.0  # the run's retry_max_delay (gate_limits), as a local run's gates
 
 
 class GateKeeper:
@@ -87,10 +87,11 @@ class GateKeeper:
             return  # already handed back with its dead worker's leases
         await self.gate.release(held[1], Outcome(status, dict(headers or {}), tokens, kind))
 
-    async def admit_batch(self, worker: str, want: int, tokens: int = 0) -> list[int]:
+    async def admit_batch(self, worker: str, want: int, tokens: int = 0) -> tuple[list[int], bool]:
         """Leases for up to ``want`` requests of ``worker`` estimated at ``tokens`` each:
         waits for the first as :meth:`acquire`, then takes as many more as the limits let
-        go now (a worker's batch: one call for many requests)."""
+        go now (a worker's batch: one call for many requests); and whether the endpoint's
+        requests are paced now (``RateLimiter.paces``: then a lease serves one request)."""
         leases = [await self.acquire(worker, tokens)]
         while len(leases) < want:
             ticket = self.gate.try_admit(tokens)
@@ -100,7 +101,7 @@ class GateKeeper:
             self._leases[self._next] = (worker, ticket)
             leases.append(self._next)
         self.peak = max(self.peak, self.stats.in_flight)
-        return leases
+        return leases, self.gate.limiter.paces
 
     async def release_batch(self, ended: list[Ended], retries: int = 0,
                             successes: int = 0) -> None:
@@ -180,7 +181,8 @@ class LeasedGate:
         self.actor = actor
         self.worker = worker
         self.stats = GateStats(limit=limit)
-        # none ahead of need under rpm / tpm: a lease is charged when taken
+        # none ahead of need under rpm / tpm (told, or learned by the actor from a reply or
+        # from 429s: each batch of leases says): a lease is charged when taken
         self._paced = paced
         self._headroom = 0 if paced else min(HEADROOM, limit // 4)
         self._terms: dict[int, float] = {}  # lease in use -> when it expires
@@ -249,8 +251,9 @@ class LeasedGate:
 
     def _reusable(self, outcome: Outcome) -> bool:
         """Whether a slot may serve another request without going back: a 200 that asks for
-        no pause and leaves plenty of requests, on an endpoint with no rpm / tpm (where a
-        lease is one request's budget)."""
+        no pause, leaves plenty of requests and names no request limit (the shared limiter
+        learns a pace from one, as a local run's does), on an endpoint whose requests are
+        not paced (where a lease is one request's budget)."""
         if self._paced or outcome.status != 200:
             return False
         headers = rate_headers(outcome.headers)
@@ -258,7 +261,8 @@ class LeasedGate:
             return True
         said = RateHeaders.read(headers, time.time())
         left = said.remaining_requests
-        return said.pause(False) == 0 and (left is None or left > 4 * self.stats.limit)
+        return (said.pause(False) == 0 and said.limit_requests is None
+                and (left is None or left > 4 * self.stats.limit))
 
     def _take(self) -> int | None:
         now = time.monotonic()
@@ -283,8 +287,9 @@ class LeasedGate:
         changed = self._condition()
         while (want := self._waiting + self._headroom - len(self._pool)) > 0:
             self.calls += 1
-            leases: list[int] = await self.actor.admit_batch.remote(self.worker, want,
-                                                                  self._tokens)
+            leases, paced = await self.actor.admit_batch.remote(self.worker, want, self._tokens)
+            if paced and not self._paced:  # the shared limiter paces from now on
+                self._paced, self._headroom = True, 0
             expires = time.monotonic() + LEASE_S
             self._pool.extend((lease, expires) for lease in leases)
             async with changed:

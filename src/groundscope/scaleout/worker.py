@@ -105,13 +105,14 @@ def gate_limits(cfg: TaskConfig) -> dict[str, GateSpec]:
     """Every endpoint's gate, as a local run makes it (``ScoringContext.gate``): the model's
     (``eval_batch_size`` in flight, ``rpm`` / ``tpm``, pauses up to ``retry_max_delay``) and
     each judge endpoint's (``judge_concurrency``, default ``eval_batch_size``; the first
-    entry's ``rpm`` / ``tpm``), named as the summary names them."""
+    entry's ``rpm`` / ``tpm``; pauses up to ``retry_max_delay`` too), named as the summary
+    names them."""
     limits = {MODEL_GATE: GateSpec(MODEL_GATE, cfg.eval_batch_size, cfg.rpm, cfg.tpm,
                                    cfg.retry_max_delay)}
     for model in cfg.judge.all_models() if cfg.judge else ():
         limits.setdefault(judge_gate_key(model), GateSpec(
             f"judge:{model.model_id}", cfg.judge_concurrency or cfg.eval_batch_size,
-            model.rpm, model.tpm))
+            model.rpm, model.tpm, cfg.retry_max_delay))
     return limits
 
 
