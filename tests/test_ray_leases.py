@@ -132,3 +132,40 @@ async def test_a_request_limit_a_reply_names_paces_a_ray_worker_as_it_paces_a_lo
     await worker.aclose()
     assert local < 40  # the oracle does hold requests back
     assert leased <= local + 2, (leased, local)  # + the leases a worker may hold ahead of need
+
+
+class _Clock:
+    """A clock that moves only when the gate sleeps (a pause is waited out at once)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        await asyncio.sleep(0)
+
+
+async def test_a_worker_reports_every_answer_while_the_shared_gate_learns_a_rate() -> None:
+    # a 429 without a hint, its request alone in flight, opens a measurement of the
+    # endpoint's rate from the answers that follow (client/adaptive.py, LearnedRate); a
+    # worker kept reusing its slots meanwhile, and the answers on them never reached the
+    # measurement: it counted 2 where a local run counts 20, and learned a tenth of the
+    # rate (found by an outside attack, 2026-12-06)
+    async def answer_after_a_lone_429(gate: Any) -> None:
+        await gate.release(await gate.acquire(10), Outcome(429, {}))
+        for _ in range(20):
+            await gate.release(await gate.acquire(10), Outcome(200, {}))
+
+    clock = _Clock()
+    local = RateGate(3, clock=clock, sleep=clock.sleep)
+    await answer_after_a_lone_429(local)
+    assert local.limiter.learned.answered == 20  # the oracle
+    clock = _Clock()
+    keeper = GateKeeper(3, clock=clock, sleep=clock.sleep)
+    worker = LeasedGate(Actor(keeper), "w0", 3)  # (a limit of 3: no slot held ahead of need)
+    await answer_after_a_lone_429(worker)
+    await worker.aclose()  # what it has not handed back yet
+    assert keeper.gate.limiter.learned.answered == 20

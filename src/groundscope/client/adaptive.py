@@ -231,6 +231,12 @@ class LearnedRate:
         hint-less, 120 a minute: 9-10 429s in ~190 requests at 0.5 s, 6-7 at 1 s)."""
         return self.since is not None and self.bucket is None
 
+    @property
+    def engaged(self) -> bool:
+        """Whether it paces, measures, or watches a pacing it dropped (:meth:`_recheck`):
+        then every answer counts, each must reach :meth:`succeeded`."""
+        return self.bucket is not None or self.since is not None or self.dropped is not None
+
     def succeeded(self, seq: int, now: float | None = None) -> None:
         """An answer to the request admitted ``seq``-th (at ``now``)."""
         self.outcomes[0] += 1

@@ -259,10 +259,12 @@ class RateLimiter:
 
     @property
     def paces(self) -> bool:
-        """Whether requests are paced: a request or token rate, told or learned. Each request
-        must then be admitted here; none may go on another's admission (a Ray worker's reused
-        slot, ``scaleout/gatekeeper.py``)."""
-        return self.requests is not None or self.tokens is not None or self.learned.bucket is not None
+        """Whether requests are paced, or a pace is being learned: a request or token rate
+        told or named by a reply, or one learned from 429s (measured, paced, or dropped and
+        watched: ``LearnedRate.engaged``). Each request must then be admitted here and each
+        answer settled here; none may go on another's admission (a Ray worker's reused slot,
+        ``scaleout/gatekeeper.py``)."""
+        return self.requests is not None or self.tokens is not None or self.learned.engaged
 
     def wait(self, tokens: float, now: float) -> float | None:
         """Seconds until a request estimated at ``tokens`` may go: 0 now, None when it must
