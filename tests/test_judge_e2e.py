@@ -251,3 +251,32 @@ def test_report_after_score_with_a_new_judge_keeps_that_judges_figures(sim, tmp_
     assert saved["models"][0]["api_key"] == "$DASHSCOPE_API_KEY"  # a reference, never the key
     assert SECRET not in (run_dir / "config.json").read_text()
     assert SECRET not in (run_dir / "configs" / "task_config.yaml").read_text()
+
+
+def test_a_judge_that_cannot_be_recorded_says_its_reviews_are_in(tmp_path, monkeypatch) -> None:
+    # score --judge replaced the reviews, then could not write config.json (a full disk):
+    # the error said "the saved reviews are unchanged" over reviews that were not
+    import errno
+
+    from groundscope import fileio, store
+    from groundscope.errors import StoreError
+    from groundscope.rescore import rescore_run
+
+    report = run_task({
+        "eval_type": "mock", "datasets": ["general_vqa"], "work_dir": str(tmp_path),
+        "dataset_args": VQA_ARGS, "simulator": {"accuracy": 1.0}, "no_timestamp": True})
+    reviews = Path(report.run_dir, "reviews", "groundscope-sim", "general_vqa_example_openai.jsonl")
+    before = reviews.read_bytes()
+
+    def full_disk(path: Path, data: bytes, *, hint: str = "") -> None:
+        if path.name == "config.json":
+            raise fileio.write_error(path, OSError(errno.ENOSPC, "No space left on device"), hint)
+        fileio.atomic_write(path, data, hint=hint)
+
+    monkeypatch.setattr(store, "atomic_write", full_disk)
+    judge = {"strategy": "llm", "models": [{"model_id": "judge-a", "api_url": "mock"}]}
+    with pytest.raises(StoreError) as failed:
+        rescore_run(report.run_dir, judge=judge)
+    assert reviews.read_bytes() != before  # the new judge's reviews are in ...
+    assert "unchanged" not in str(failed.value)  # ... and the message says so
+    assert "are the new ones" in str(failed.value) and "--judge" in str(failed.value)

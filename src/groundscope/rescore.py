@@ -139,12 +139,26 @@ async def _process_run_in_roots(run_dir: Path, cfg: TaskConfig, *, rescore: bool
                                 schema_1: bool = False,
                                 config: Mapping[str, Any] | None = None) -> Report:
     """``config``: the run's saved config.json, given when ``score --judge`` scores with a
-    judge of its own: once every score is in, the run keeps that judge (its key as the
-    reference given, ``$NAME``, or not at all), so a later ``report`` or ``score`` builds
-    the judged report, not the run's first metrics with every prediction unscored."""
+    judge of its own: as soon as the first of its reviews replace the saved ones, the run
+    names that judge (its key as the reference given, ``$NAME``, or not at all), so a later
+    ``report`` or ``score`` builds the judged report, not the run's first metrics with every
+    prediction unscored."""
     store = RunStore(run_dir, cfg.model_name, legacy_model=cfg.model_id or cfg.model).lock()
     store.resume_hint = (f"the saved reviews are unchanged: free some space, then run "
                          f"groundscope {'score' if rescore else 'report'} {run_dir} again")
+    committed: list[str] = []
+
+    def reviews_replaced(dataset: str) -> None:
+        """``dataset``'s new reviews replaced its saved ones: say so in any later error,
+        and (``score --judge``) name the judge now, before anything else is written."""
+        committed.append(dataset)
+        again = f"groundscope score {run_dir}" + (" --judge JSON" if config is not None else "")
+        store.resume_hint = (f"the reviews of {', '.join(committed)} are the new ones: free "
+                             f"some space, then run {again} again (judge replies are cached: "
+                             "none is asked twice)")
+        if config is not None and len(committed) == 1:
+            kept = {k: v for k, v in config.items() if k not in ("schema_version", "format")}
+            store.write_config({**kept, "judge": cfg.redacted()["judge"]})
     # a finished run has its report; a run of schema 1 had it at EvalScope's <dataset>.json
     unfinished = [name for name in cfg.datasets if not store.report_file(name).is_file()
                   and not (schema_1 and store.evalscope_report_file(name).is_file())]
@@ -165,15 +179,13 @@ async def _process_run_in_roots(run_dir: Path, cfg: TaskConfig, *, rescore: bool
                 ctx.on_close(server.astop)
                 ctx.mock_url = server.base_url
             reports = [await _process_dataset(cfg, store, _planned(cfg, name, ctx, notes),
-                                              skipped.get(name, 0), ctx, redact, rescore=rescore)
+                                              skipped.get(name, 0), ctx, redact, rescore=rescore,
+                                              replaced=reviews_replaced)
                        for name in cfg.datasets]
         finally:
             store.discard_staged()  # what a failed re-scoring wrote aside; the old reviews stay
             await ctx.aclose()
             store.close()
-        if config is not None:  # every score is in and its report written: keep the judge
-            kept = {k: v for k, v in config.items() if k not in ("schema_version", "format")}
-            store.write_config({**kept, "judge": cfg.redacted()["judge"]})
         # the JSON reports are written; a rendering failure must not undo them. A merge's
         # page is an end-of-run page (bounded: memory does not grow with the rows); report
         # rebuilds it with more samples (report/embed.py: REPORT_SAMPLES)
@@ -195,7 +207,11 @@ def _planned(cfg: TaskConfig, name: str, ctx: ScoringContext, notes: Sequence[st
 
 async def _process_dataset(cfg: TaskConfig, store: RunStore, run: DatasetRun, skipped: int,
                            ctx: ScoringContext, redact: Callable[[str], str], *,
-                           rescore: bool) -> DatasetReport:
+                           rescore: bool,
+                           replaced: Callable[[str], None] | None = None) -> DatasetReport:
+    """One dataset's saved predictions scored again (``rescore``) or their saved scores
+    aggregated, and its reports; ``replaced(name)`` once re-scored reviews replace the
+    saved ones."""
     name = run.name
     run.summary.skipped = skipped
     stale = 0
@@ -219,7 +235,8 @@ async def _process_dataset(cfg: TaskConfig, store: RunStore, run: DatasetRun, sk
             "%s: %d saved scores left out (a metric no longer configured, or a sample asked "
             "again since)", name, stale)
     await finish_groups(store, run)  # re-scored groups (rescore only)
-    store.commit_reviews()
+    if store.commit_reviews() and replaced is not None:
+        replaced(name)
     _note_unscored(run.summary, store, name, unscored)
     return build_dataset_report(store, run, model=cfg.model_name, seed=cfg.seed, judge=cfg.judge,
                                 pricing=cfg.pricing)

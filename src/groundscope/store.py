@@ -309,8 +309,9 @@ class RunStore:
             raise write_error(aside, exc, self.resume_hint) from None
         self._staged[final] = aside
 
-    def commit_reviews(self) -> None:
-        """Replace each staged subset's reviews by its new file (fsync, then ``os.replace``)."""
+    def commit_reviews(self) -> bool:
+        """Replace each staged subset's reviews by its new file (fsync, then ``os.replace``);
+        whether any was staged."""
         staged, self._staged = self._staged, {}
         for final, aside in staged.items():
             shard = self._shards.pop(aside, None)
@@ -323,6 +324,7 @@ class RunStore:
                 raise write_error(final, exc, self.resume_hint) from None
             self._shards.pop(final, None)  # its key index is stale now
             fsync_dir(final.parent)
+        return bool(staged)
 
     def discard_staged(self) -> None:
         """Drop scores written aside and not committed (a failed re-scoring)."""
