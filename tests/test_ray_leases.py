@@ -13,6 +13,7 @@ import pytest
 
 from groundscope.client.gate import Outcome, RateGate
 from groundscope.scaleout.gatekeeper import GateKeeper, LeasedGate, RemoteGate
+from test_rate_limits import FakeClock
 
 
 class _Method:
@@ -134,20 +135,6 @@ async def test_a_request_limit_a_reply_names_paces_a_ray_worker_as_it_paces_a_lo
     assert leased <= local + 2, (leased, local)  # + the leases a worker may hold ahead of need
 
 
-class _Clock:
-    """A clock that moves only when the gate sleeps (a pause is waited out at once)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.now += seconds
-        await asyncio.sleep(0)
-
-
 async def test_a_worker_reports_every_answer_while_the_shared_gate_learns_a_rate() -> None:
     # a 429 without a hint, its request alone in flight, opens a measurement of the
     # endpoint's rate from the answers that follow (client/adaptive.py, LearnedRate); a
@@ -159,11 +146,11 @@ async def test_a_worker_reports_every_answer_while_the_shared_gate_learns_a_rate
         for _ in range(20):
             await gate.release(await gate.acquire(10), Outcome(200, {}))
 
-    clock = _Clock()
+    clock = FakeClock()
     local = RateGate(3, clock=clock, sleep=clock.sleep)
     await answer_after_a_lone_429(local)
     assert local.limiter.learned.answered == 20  # the oracle
-    clock = _Clock()
+    clock = FakeClock()
     keeper = GateKeeper(3, clock=clock, sleep=clock.sleep)
     worker = LeasedGate(Actor(keeper), "w0", 3)  # (a limit of 3: no slot held ahead of need)
     await answer_after_a_lone_429(worker)
