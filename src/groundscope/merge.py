@@ -38,7 +38,7 @@ from groundscope.report.model import Report
 from groundscope.rescore import load_run_config, rebuild_report
 from groundscope.resume import config_changes
 from groundscope.rows import Kind, read_rows
-from groundscope.rundir import MERGING_FILE, check_not_merging, read_run_config
+from groundscope.rundir import MERGING_FILE, check_not_merging, read_run_config, task_fields
 from groundscope.runlock import lock_dir, unlock_dir
 from groundscope.sharding import parse_shard
 from groundscope.store import MEDIA_ROOTS_KEY, RunStore, latest_rows, subset_file_name
@@ -223,7 +223,7 @@ def _write_merged(shards: Sequence[_Shard], work_dir: Path) -> Path:
                           no_timestamp=True)
     try:
         atomic_write(out.run_dir / MERGING_FILE, b"groundscope merge in progress\n")
-        config = {k: v for k, v in first.config.items() if k not in ("schema_version", "format")}
+        config = task_fields(first.config)
         config.update(shard=None, use_cache=None, work_dir=str(work_dir),
                       **{MEDIA_ROOTS_KEY: _union(s.config.get(MEDIA_ROOTS_KEY) for s in shards)})
         out.write_config(config)

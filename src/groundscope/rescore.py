@@ -33,7 +33,7 @@ from groundscope.report.build import build_dataset_report, write_page
 from groundscope.report.model import DatasetReport, Report, Summary
 from groundscope.rowcodec import prediction_from_json, sample_from_json, score_from_json
 from groundscope.rows import read_rows
-from groundscope.rundir import check_not_merging, read_run_config
+from groundscope.rundir import check_not_merging, read_run_config, task_fields
 from groundscope.scoring import ScoringContext, scorer_keys
 from groundscope.scoring.groups import GROUP_REQUEST_HASH
 from groundscope.scoring.judge import mock_judged
@@ -51,9 +51,7 @@ def load_run_config(run_dir: Path, judge: Mapping[str, Any] | None = None,
     judge will be asked: ``report``) drops every key without a word."""
     quiet = key_env is None
     allowed = frozenset(key_env or ())
-    data = read_run_config(run_dir)
-    data.pop("schema_version", None)
-    data.pop("format", None)
+    data = task_fields(read_run_config(run_dir))
     data.pop(MEDIA_ROOTS_KEY, None)  # not a config key: see _process_run
     data["api_key"] = None  # the evaluated model is never called again
     if judge is not None:
@@ -157,8 +155,7 @@ async def _process_run_in_roots(run_dir: Path, cfg: TaskConfig, *, rescore: bool
                              f"some space, then run {again} again (judge replies are cached: "
                              "none is asked twice)")
         if config is not None and len(committed) == 1:
-            kept = {k: v for k, v in config.items() if k not in ("schema_version", "format")}
-            store.write_config({**kept, "judge": cfg.redacted()["judge"]})
+            store.write_config({**task_fields(config), "judge": cfg.redacted()["judge"]})
     # a finished run has its report; a run of schema 1 had it at EvalScope's <dataset>.json
     unfinished = [name for name in cfg.datasets if not store.report_file(name).is_file()
                   and not (schema_1 and store.evalscope_report_file(name).is_file())]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,13 @@ def is_run_config(data: Any) -> bool:
     if data.get("format") == RUN_MARKER:
         return True
     return isinstance(data.get("schema_version"), int) and data.keys() >= _LEGACY_KEYS
+
+
+def task_fields(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's config.json without the marker keys ``RunStore.write_config`` adds
+    (``schema_version``, ``format``): the task config and the run's own records (media
+    roots), as written back by ``merge`` and ``score --judge``."""
+    return {k: v for k, v in config.items() if k not in ("schema_version", "format")}
 
 
 def read_run_config(run_dir: Path) -> dict[str, Any]:
