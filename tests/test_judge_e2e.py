@@ -280,3 +280,51 @@ def test_a_judge_that_cannot_be_recorded_says_its_reviews_are_in(tmp_path, monke
     assert reviews.read_bytes() != before  # the new judge's reviews are in ...
     assert "unchanged" not in str(failed.value)  # ... and the message says so
     assert "are the new ones" in str(failed.value) and "--judge" in str(failed.value)
+
+
+def test_a_dataset_half_replaced_by_a_new_judge_says_so_and_names_it(tmp_path, monkeypatch) -> None:
+    # a dataset's subsets are replaced one at a time: when a later one fails (a full disk),
+    # the earlier ones hold the new judge's reviews, and the error said "the saved reviews
+    # are unchanged" while config.json named no judge (found by an outside attack)
+    import errno
+    import os
+
+    from groundscope import store
+    from groundscope.errors import StoreError
+    from groundscope.rescore import rescore_run
+
+    both = {"general_vqa": {**VQA_ARGS["general_vqa"],
+                            "subset_list": ["example_openai", "example_placeholder"]}}
+    report = run_task({"eval_type": "mock", "datasets": ["general_vqa"], "work_dir": str(tmp_path),
+                       "dataset_args": both, "simulator": {"accuracy": 1.0},
+                       "no_timestamp": True})
+    real_replace = os.replace
+
+    def full_disk(src, dst):  # the second subset's reviews cannot be swapped in
+        if str(dst).endswith("general_vqa_example_placeholder.jsonl"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(store.os, "replace", full_disk)
+    judge = {"strategy": "llm", "models": [{"model_id": "judge-a", "api_url": "mock"}]}
+    with pytest.raises(StoreError) as failed:
+        rescore_run(report.run_dir, judge=judge)
+    assert "unchanged" not in str(failed.value) and "--judge" in str(failed.value)
+    config = json.loads(Path(report.run_dir, "config.json").read_text())
+    assert config["judge"]["models"][0]["model_id"] == "judge-a"  # as the replaced reviews
+
+
+def test_score_with_a_judge_keeps_a_schema_1_runs_version(tmp_path) -> None:
+    # a run of schema 1 keeps its version when score --judge names its judge: its reports
+    # stay where that schema has them (found by an outside attack)
+    from groundscope.rescore import rescore_run
+
+    report = run_task({"eval_type": "mock", "datasets": ["general_vqa"], "work_dir": str(tmp_path),
+                       "dataset_args": VQA_ARGS, "simulator": {"accuracy": 1.0},
+                       "no_timestamp": True})
+    path = Path(report.run_dir, "config.json")
+    path.write_text(json.dumps({**json.loads(path.read_text()), "schema_version": 1}))
+    rescore_run(report.run_dir, judge={"strategy": "llm",
+                                       "models": [{"model_id": "judge-a", "api_url": "mock"}]})
+    config = json.loads(path.read_text())
+    assert config["schema_version"] == 1 and config["judge"]["models"][0]["model_id"] == "judge-a"

@@ -37,7 +37,13 @@ from groundscope.rundir import check_not_merging, read_run_config, task_fields
 from groundscope.scoring import ScoringContext, scorer_keys
 from groundscope.scoring.groups import GROUP_REQUEST_HASH
 from groundscope.scoring.judge import mock_judged
-from groundscope.store import MEDIA_ROOTS_KEY, RunStore, latest_rows, saved_media_roots
+from groundscope.store import (
+    MEDIA_ROOTS_KEY,
+    SCHEMA_VERSION,
+    RunStore,
+    latest_rows,
+    saved_media_roots,
+)
 from groundscope.types import PredictionStatus
 from groundscope.usage import MODEL_STEP
 
@@ -155,7 +161,10 @@ async def _process_run_in_roots(run_dir: Path, cfg: TaskConfig, *, rescore: bool
                              f"some space, then run {again} again (judge replies are cached: "
                              "none is asked twice)")
         if config is not None and len(committed) == 1:
-            store.write_config({**task_fields(config), "judge": cfg.redacted()["judge"]})
+            version = config.get("schema_version")  # an untrusted file: 1 or 2, else ours
+            store.write_config({**task_fields(config), "judge": cfg.redacted()["judge"]},
+                               schema_version=version if version in (1, 2)
+                               and type(version) is int else SCHEMA_VERSION)
     # a finished run has its report; a run of schema 1 had it at EvalScope's <dataset>.json
     unfinished = [name for name in cfg.datasets if not store.report_file(name).is_file()
                   and not (schema_1 and store.evalscope_report_file(name).is_file())]
@@ -232,8 +241,7 @@ async def _process_dataset(cfg: TaskConfig, store: RunStore, run: DatasetRun, sk
             "%s: %d saved scores left out (a metric no longer configured, or a sample asked "
             "again since)", name, stale)
     await finish_groups(store, run)  # re-scored groups (rescore only)
-    if store.commit_reviews() and replaced is not None:
-        replaced(name)
+    store.commit_reviews(None if replaced is None else partial(replaced, name))
     _note_unscored(run.summary, store, name, unscored)
     return build_dataset_report(store, run, model=cfg.model_name, seed=cfg.seed, judge=cfg.judge,
                                 pricing=cfg.pricing)

@@ -216,11 +216,13 @@ class RunStore:
 
     # -- writing
 
-    def write_config(self, redacted: Mapping[str, Any]) -> None:
+    def write_config(self, redacted: Mapping[str, Any], *,
+                     schema_version: int = SCHEMA_VERSION) -> None:
         """config.json, atomically (never a 0-byte or torn file), with the run marker; then
         the same config as EvalScope's ``configs/task_config.yaml`` (keys sorted, as
-        EvalScope dumps it), its ``model_id`` resolved."""
-        data = {"schema_version": SCHEMA_VERSION, "format": RUN_MARKER, **redacted}
+        EvalScope dumps it), its ``model_id`` resolved. ``schema_version``: an existing
+        run's, written back unchanged (a run of schema 1 keeps its reports' places)."""
+        data = {"schema_version": schema_version, "format": RUN_MARKER, **redacted}
         atomic_write(self.run_dir / "config.json", orjson.dumps(data, option=orjson.OPT_INDENT_2),
                      hint=self.resume_hint)
         model_id = redacted.get("model_id") or default_model_id(str(redacted.get("model") or ""))
@@ -309,10 +311,12 @@ class RunStore:
             raise write_error(aside, exc, self.resume_hint) from None
         self._staged[final] = aside
 
-    def commit_reviews(self) -> bool:
-        """Replace each staged subset's reviews by its new file (fsync, then ``os.replace``);
-        whether any was staged."""
+    def commit_reviews(self, replacing: Callable[[], None] | None = None) -> None:
+        """Replace each staged subset's reviews by its new file (fsync, then ``os.replace``).
+        ``replacing()`` is called once the first of them is replaced, before the next: from
+        then on a failure leaves new reviews in place (a re-scoring's error says so)."""
         staged, self._staged = self._staged, {}
+        first = True
         for final, aside in staged.items():
             shard = self._shards.pop(aside, None)
             try:
@@ -324,7 +328,13 @@ class RunStore:
                 raise write_error(final, exc, self.resume_hint) from None
             self._shards.pop(final, None)  # its key index is stale now
             fsync_dir(final.parent)
-        return bool(staged)
+            if first and replacing is not None:
+                first = False
+                try:
+                    replacing()
+                except BaseException:
+                    self._staged = staged  # discard_staged removes what is left
+                    raise
 
     def discard_staged(self) -> None:
         """Drop scores written aside and not committed (a failed re-scoring)."""
