@@ -156,6 +156,79 @@ def test_matches_nltk_word_tokenize_with_punkt_tab_installed(tmp_path: Path) -> 
     assert sum(ours != default(text) for text, ours in zip(CORPUS, out["ours"], strict=True)) >= 5
 
 
+_BARE_BUILD_WATCHED = """
+import json, sys
+seen = []
+class Watch:  # every module the build imports, by name
+    def find_spec(self, name, path=None, target=None):
+        seen.append(name)
+        return None
+sys.meta_path.insert(0, Watch())
+from groundscope.scoring import english as E
+tokenizer = E.english()
+sys.meta_path.pop(0)
+import nltk
+from nltk.grammar import CFG
+loaded = nltk.data.load("grammars/toy.cfg")
+text = "It is Mr. Smith's dog. No. 5 barked."
+print(json.dumps({"abbreviations": sorted(tokenizer._abbreviations),
+                  "grammar_modules": sorted({n for n in seen if n.startswith(
+                      ("nltk.grammar", "nltk.sem", "nltk.featstruct"))}),
+                  "ours": tokenizer.tokenize(text), "nltk": nltk.word_tokenize(text),
+                  "cfg": isinstance(loaded, CFG), "rules": len(loaded.productions())}))
+"""
+
+
+def test_a_bare_build_skips_the_grammar_modules_and_reads_an_installed_model(tmp_path: Path) -> None:
+    """The bare build gives ``nltk.data`` empty stand-ins for NLTK's grammar and semantics
+    modules, which it uses only to load grammar and logic files (18 of the build's ~66 ms):
+    none of them is imported, the installed punkt_tab model is still found and read (its
+    abbreviations, not ours), and a later ``import nltk`` loads a grammar file as NLTK
+    does."""
+    root = tmp_path / "nltk_data"
+    params = _install_punkt_tab(root)
+    (root / "grammars").mkdir()
+    (root / "grammars" / "toy.cfg").write_text("S -> NP VP\nNP -> 'dogs'\nVP -> 'bark'\n")
+    env = {**os.environ, "NLTK_DATA": str(root)}
+    out = subprocess.run([sys.executable, "-c", _BARE_BUILD_WATCHED], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["grammar_modules"] == []
+    assert got["abbreviations"] == sorted(params.abbrev_types) != sorted(E.punkt_parameters().abbrev_types)
+    assert got["ours"] == got["nltk"]
+    assert (got["cfg"], got["rules"]) == (True, 3)
+
+
+_BARE_BUILD_MEETS_A_LATER_NLTK = """
+import sys
+import groundscope.scoring.nltkload as L
+from groundscope.scoring import english as E
+three = L._import_three
+def later_nltk():  # as a later nltk might: nltk.data.find reads a grammar module as it runs
+    parts = three()
+    find = parts.data.find
+    def find_with_grammar(*args, **kwargs):
+        from nltk import grammar
+        grammar.CFG
+        return find(*args, **kwargs)
+    parts.data.find = find_with_grammar
+    return parts
+L._import_three = later_nltk
+print(E.english().tokenize("It is Mr. Smith's dog."), "nltk.grammar" in sys.modules)
+"""
+
+
+def test_a_bare_build_that_fails_as_it_runs_is_built_again_from_nltk_whole() -> None:
+    """Where a later nltk's functions use a module the bare import left as an empty
+    stand-in (here ``nltk.data.find`` reading ``nltk.grammar``), the build is done again
+    with nltk imported whole: the same tokens, at the old cost, instead of no tokenizer."""
+    out = subprocess.run([sys.executable, "-c", _BARE_BUILD_MEETS_A_LATER_NLTK],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['It', 'is', 'Mr.', 'Smith', \"'s\", 'dog', '.'] True"
+
+
 _BUILD_THEN_REPORT = """
 import sys
 from groundscope.scoring.english import english

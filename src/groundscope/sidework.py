@@ -45,7 +45,7 @@ class SideWork:
         """On the run's own thread, before its first record is read. Where it is the
         process's only thread (``groundscope eval``, a script's ``run_task``), the scorers
         are set up now instead: the English tokenizer's build then imports three of nltk's
-        modules rather than nltk whole (``scoring/nltkload.py``: 59 against 140 ms of CPU,
+        modules rather than nltk whole (``scoring/nltkload.py``: 48 against 140 ms of CPU,
         and 20 MB less peak RSS at concurrency 128, N=2,000), which is safe only while no
         other thread can import. The build holds the interpreter lock wherever it runs, so
         here it delays the first wave by what it delayed the second in the background."""

@@ -8,17 +8,19 @@ and numpy, scipy and scikit-learn where they are installed. The tokenizer needs
 modules. Two ways in, measured in a process that has imported what a run imports (nltk
 3.10.4, this 2-core machine):
 
-* **Bare** (59 ms of CPU): for a ``tokenizer_modules(bare=True)`` block (the tokenizer's
-  build), ``nltk`` and ``nltk.tokenize`` stand in ``sys.modules`` as empty package objects
-  (their modules are found in the same folders; nothing in the two ``__init__`` files
-  runs), and when the block ends every ``nltk`` entry it put there is taken out again. The
-  tokenizer keeps its objects; a later ``import nltk`` is NLTK's own, whole and fresh. Only
-  where the building thread is the process's only Python thread: another thread's
-  ``import nltk`` meanwhile would get the empty package, and keep it. A run builds the
-  tokenizer before its first request, while it has no other thread (``sidework.py``). Code
-  that runs on the building thread itself meanwhile (a signal handler, a finalizer) and
-  imports nltk does get the empty package; once the block is over, what it lacks is looked
-  up on nltk imported whole (:class:`_StandIn`).
+* **Bare** (48 ms of CPU for the build; 66 ms before the grammar stand-ins below): for a
+  ``tokenizer_modules(bare=True)`` block (the tokenizer's build), ``nltk`` and
+  ``nltk.tokenize`` stand in ``sys.modules`` as empty package objects (their modules are
+  found in the same folders; nothing in the two ``__init__`` files runs), and so do
+  ``nltk.grammar`` and ``nltk.sem`` (:data:`_LOADERS_ONLY`), and when the block ends every
+  ``nltk`` entry it put there is taken out again. The tokenizer keeps its objects; a later
+  ``import nltk`` is NLTK's own, whole and fresh. Only where the building thread is the
+  process's only Python thread: another thread's ``import nltk`` meanwhile would get the
+  empty package, and keep it. A run builds the tokenizer before its first request, while it
+  has no other thread (``sidework.py``). Code that runs on the building thread itself
+  meanwhile (a signal handler, a finalizer) and imports nltk does get the empty package;
+  once the block is over, what it lacks is looked up on nltk imported whole
+  (:class:`_StandIn`).
 * **Whole, without its extras** (140 ms; 0.88 s and 65 MB more where scipy is installed and
   let in): everywhere else, ``import nltk`` with ``numpy``, ``scipy`` and ``sklearn``
   answered "not installed" to the importing thread alone (NLTK guards each and carries on
@@ -120,6 +122,12 @@ def _import_three() -> NltkTokenizerModules:
                                 importlib.import_module("nltk.data"))
 
 
+# nltk.data imports these at its top for ``load()`` of grammar and logic files alone (18 ms
+# of NLTK's grammar, feature-structure and semantics modules: the build took 66 ms, 48 now);
+# the tokenizer only calls ``find()``, so a bare build gives it empty stand-ins instead.
+_LOADERS_ONLY = ("nltk.grammar", "nltk.sem")
+
+
 def _import_bare() -> NltkTokenizerModules | None:
     """The three, with ``nltk`` and ``nltk.tokenize`` as packages (their ``__path__``) whose
     ``__init__`` has not run; None where nltk is laid out otherwise or its modules need
@@ -136,6 +144,9 @@ def _import_bare() -> NltkTokenizerModules | None:
         module = importlib.util.module_from_spec(package)
         module.__class__ = _StandIn
         sys.modules[name] = module
+    for name in _LOADERS_ONLY:  # stand-ins too: nltk.data uses them only in load()
+        sys.modules[name] = _StandIn(name)
+        setattr(sys.modules["nltk"], name.rpartition(".")[2], sys.modules[name])
     try:
         return _import_three()
     except Exception:  # an nltk whose modules need their package: the whole import instead
