@@ -229,6 +229,64 @@ def test_a_bare_build_that_fails_as_it_runs_is_built_again_from_nltk_whole() -> 
     assert out.stdout.strip() == "['It', 'is', 'Mr.', 'Smith', \"'s\", 'dog', '.'] True"
 
 
+_BARE_BUILD_FAILING_OTHERWISE = """
+import sys
+from groundscope.scoring import english as E
+class Deadline(Exception):  # as a signal handler's timeout would, during the build
+    pass
+build = E.EnglishTokenizer._build
+fired = []
+def failing(self, nltk, params):
+    if sys.argv[1] == "deadline" and not fired:  # once, as a timer would
+        fired.append(True)
+        raise Deadline("deadline passed")
+    return build(self, nltk, object() if sys.argv[1] == "parameters" else params)
+E.EnglishTokenizer._build = failing
+try:
+    E.english()
+    print("built", "nltk" in sys.modules)
+except Exception as exc:
+    print(type(exc).__name__, exc.__context__ is None, "nltk" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize(("how", "raised"), [("deadline", "Deadline"),
+                                             ("parameters", "AttributeError")])
+def test_a_bare_build_failing_for_another_reason_is_not_built_again(how: str, raised: str) -> None:
+    """Only a failure a stand-in causes is retried from nltk whole: another exception
+    raised during the build (a signal handler's timeout, a caller's mistake) goes to the
+    caller as it is, once, with no nltk imported (found by an outside attack: the first was
+    swallowed and the build done again, the second raised twice after nltk's whole import)."""
+    out = subprocess.run([sys.executable, "-c", _BARE_BUILD_FAILING_OTHERWISE, how],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"{raised} True False"
+
+
+_REAL_GRAMMAR_LEFT_BEHIND = """
+import sys
+import nltk.grammar
+real = sys.modules["nltk.grammar"]
+del sys.modules["nltk"]  # as a test fixture might: nltk gone, its grammar module left
+from groundscope.scoring import english as E
+words = E.english().tokenize("It is Mr. Smith's dog.")
+import nltk
+from nltk.grammar import CFG
+print(words, sys.modules["nltk.grammar"] is real, CFG is real.CFG)
+"""
+
+
+def test_a_real_nltk_module_in_sys_modules_is_never_stood_over() -> None:
+    """With any nltk module imported (here ``nltk.grammar`` left without ``nltk``), the
+    build does not go bare: a stand-in put over the real module stayed there after the
+    build, and ``from nltk.grammar import CFG`` failed for the rest of the process (found
+    by an outside attack)."""
+    out = subprocess.run([sys.executable, "-c", _REAL_GRAMMAR_LEFT_BEHIND],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['It', 'is', 'Mr.', 'Smith', \"'s\", 'dog', '.'] True True"
+
+
 _BUILD_THEN_REPORT = """
 import sys
 from groundscope.scoring.english import english

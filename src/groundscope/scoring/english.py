@@ -38,7 +38,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from groundscope.scoring.nltkload import NltkTokenizerModules, tokenizer_modules
+from groundscope.scoring.nltkload import NltkTokenizerModules, StandInMissing, tokenizer_modules
 
 if TYPE_CHECKING:
     from nltk.tokenize.punkt import PunktParameters
@@ -224,10 +224,15 @@ class EnglishTokenizer:
     :mod:`~groundscope.scoring.nltkload`)."""
 
     def __init__(self, params: PunktParameters | None = None) -> None:
+        bare = False
         try:
             with tokenizer_modules(bare=True) as nltk:
+                bare = nltk.bare
                 self._build(nltk, punkt_parameters() if params is None else params)
-        except Exception:  # an nltk whose functions use a module the bare import left empty
+        except (ImportError, StandInMissing):
+            if not bare:
+                raise
+            # an nltk whose functions use a module the bare import left empty: built again
             with tokenizer_modules() as nltk:
                 self._build(nltk, punkt_parameters() if params is None else params)
 

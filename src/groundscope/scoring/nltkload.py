@@ -18,7 +18,8 @@ modules. Two ways in, measured in a process that has imported what a run imports
   process's only Python thread: another thread's ``import nltk`` meanwhile would get the
   empty package, and keep it. A run builds the tokenizer before its first request, while it
   has no other thread (``sidework.py``). Code that runs on the building thread itself
-  meanwhile (a signal handler, a finalizer) and imports nltk does get the empty package;
+  meanwhile (a signal handler, a finalizer) and imports nltk, ``nltk.grammar`` or
+  ``nltk.sem`` does get the empty module (``from nltk.sem import Expression`` fails there);
   once the block is over, what it lacks is looked up on nltk imported whole
   (:class:`_StandIn`).
 * **Whole, without its extras** (140 ms; 0.88 s and 65 MB more where scipy is installed and
@@ -44,13 +45,13 @@ import importlib.util
 import sys
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-__all__ = ["NltkTokenizerModules", "only_thread", "tokenizer_modules"]
+__all__ = ["NltkTokenizerModules", "StandInMissing", "only_thread", "tokenizer_modules"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class NltkTokenizerModules:
     punkt: ModuleType  # nltk.tokenize.punkt
     destructive: ModuleType  # nltk.tokenize.destructive: NLTKWordTokenizer
     data: ModuleType  # nltk.data: find()
+    bare: bool = False  # imported bare: nltk's package modules and _LOADERS_ONLY stand empty
 
 
 _LOCK = threading.RLock()  # one block at a time; a block may open another in its own thread
@@ -99,20 +101,34 @@ def only_thread() -> bool:
 
 
 def _bare_is_safe() -> bool:
-    """No block open, nltk not imported, and no other Python thread that could import it."""
-    return not _depth and "nltk" not in sys.modules and only_thread()
+    """No block open, no nltk module imported (a stand-in put over one, such as a real
+    ``nltk.grammar`` left in ``sys.modules`` without ``nltk``, would stay there after the
+    block: found by an outside attack), and no other Python thread that could import it."""
+    return (not _depth and only_thread()
+            and not any(name == "nltk" or name.startswith("nltk.") for name in sys.modules))
+
+
+class StandInMissing(AttributeError):
+    """A name looked up on an empty stand-in module while it stands in ``sys.modules``: an
+    nltk function needed a module the bare import left out (``EnglishTokenizer`` is then
+    built again from nltk imported whole)."""
 
 
 class _StandIn(ModuleType):
-    """An empty package standing in for ``nltk`` or ``nltk.tokenize`` during a bare block.
+    """An empty module standing in for ``nltk``, ``nltk.tokenize`` (packages) or one of
+    :data:`_LOADERS_ONLY` during a bare block; a name looked up on it meanwhile raises
+    :class:`StandInMissing`.
     Code that ran on this thread meanwhile (a signal handler, a finalizer, a trace hook) and
     imported nltk holds this object; once it no longer stands in ``sys.modules``, what it
     lacks is looked up on the package imported whole (found by an outside attack: such an
     import kept an empty package for good)."""
 
     def __getattr__(self, name: str) -> Any:
-        if sys.modules.get(self.__name__) is self or name.startswith("__"):
+        if name.startswith("__"):
             raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
+        if sys.modules.get(self.__name__) is self:
+            raise StandInMissing(f"module {self.__name__!r} has no attribute {name!r} "
+                                 "(it stands empty while the tokenizer is built)")
         return getattr(importlib.import_module(self.__name__), name)
 
 
@@ -148,7 +164,7 @@ def _import_bare() -> NltkTokenizerModules | None:
         sys.modules[name] = _StandIn(name)
         setattr(sys.modules["nltk"], name.rpartition(".")[2], sys.modules[name])
     try:
-        return _import_three()
+        return replace(_import_three(), bare=True)
     except Exception:  # an nltk whose modules need their package: the whole import instead
         return None
 
